@@ -1,0 +1,81 @@
+"""Small cached accessors for the ``[crashsafe]`` options, one per option.
+
+Nothing is read at import time: each accessor reads Airflow's configuration on first call and
+caches it for the life of the process (``reset_cache()`` drops it, for tests).
+Every option can also be set as ``AIRFLOW__CRASHSAFE__<OPTION>``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+__all__ = ["OPTIONS", "embedded_store_path", "reset_cache", "store_conn_id", "store_timeout_seconds"]
+
+#: Options declared in provider info (``config`` section) and read here. Keep the two in step.
+OPTIONS: dict[str, dict[str, str | None]] = {
+    "conn_id": {
+        "description": "Airflow connection of the crashsafe store (PostgreSQL in production). When "
+        "no such connection exists, an embedded SQLite file under $AIRFLOW_HOME is used instead "
+        "(single machine only).",
+        "type": "string",
+        "example": "crashsafe_default",
+        "default": "crashsafe_default",
+        "version_added": "0.1.0",
+    },
+    "embedded_path": {
+        "description": "Path of the embedded SQLite store used when the store connection does not "
+        "exist. Empty means $AIRFLOW_HOME/crashsafe.db.",
+        "type": "string",
+        "example": "/opt/airflow/crashsafe.db",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "store_timeout_seconds": {
+        "description": "How long a connection to the crashsafe store may take before it is given up.",
+        "type": "float",
+        "example": "10",
+        "default": "10",
+        "version_added": "0.1.0",
+    },
+}
+
+
+def _get(option: str) -> str:
+    env = os.environ.get(f"AIRFLOW__CRASHSAFE__{option.upper()}")
+    if env is not None:
+        return env
+    try:
+        from airflow.sdk.configuration import conf
+    except ImportError:  # pragma: no cover - only without Airflow (the watchdog never calls this)
+        return str(OPTIONS[option]["default"])
+    return str(conf.get("crashsafe", option, fallback=OPTIONS[option]["default"]))
+
+
+@functools.cache
+def store_conn_id() -> str:
+    """Airflow connection id of the crashsafe store."""
+    return _get("conn_id")
+
+
+@functools.cache
+def embedded_store_path() -> Path:
+    """Where the embedded SQLite store lives when no store connection exists."""
+    configured = _get("embedded_path")
+    if configured:
+        return Path(configured).expanduser()
+    home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
+    return Path(home) / "crashsafe.db"
+
+
+@functools.cache
+def store_timeout_seconds() -> float:
+    """Connect timeout for the crashsafe store, in seconds."""
+    return float(_get("store_timeout_seconds"))
+
+
+def reset_cache() -> None:
+    """Forget cached option values (tests change the environment between cases)."""
+    for accessor in (store_conn_id, embedded_store_path, store_timeout_seconds):
+        accessor.cache_clear()

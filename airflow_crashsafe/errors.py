@@ -1,0 +1,90 @@
+"""Every error airflow-crashsafe raises, in one hierarchy.
+
+::
+
+    CrashsafeError                      base; catch this to catch everything below
+    ├── ConfigurationError              a [crashsafe] option, connection or argument is wrong
+    ├── StoreError                      the crashsafe store cannot be reached or migrated
+    ├── FencedOut                       a newer attempt holds the slot; this attempt's write rolled back
+    ├── UnsafeWriteError                a write was refused before touching anything
+    │   ├── NaturalKeyNotUniqueError    no unique index / primary key covers the natural key
+    │   ├── GeneratedKeyError           a natural-key column is generated (identity, serial, random default)
+    │   ├── DuplicateSourceKeysError    the source yields one natural key more than once
+    │   ├── NondeterministicSourceError the source calls now(), random(), nextval(), ...
+    │   └── PartitionMismatchError      a partition overwrite produced rows outside its partition
+    └── IdempotencyConflict             one idempotency key, two different payloads
+
+Each message says what happened and what to do about it, because the person reading it is
+usually on call at 03:00.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "CrashsafeError",
+    "DuplicateSourceKeysError",
+    "FencedOut",
+    "GeneratedKeyError",
+    "IdempotencyConflict",
+    "NaturalKeyNotUniqueError",
+    "NondeterministicSourceError",
+    "PartitionMismatchError",
+    "StoreError",
+    "UnsafeWriteError",
+]
+
+
+class CrashsafeError(Exception):
+    """Base class of every error raised by airflow-crashsafe."""
+
+
+class ConfigurationError(CrashsafeError):
+    """A [crashsafe] option, an Airflow connection or an operator argument is wrong."""
+
+
+class StoreError(CrashsafeError):
+    """The crashsafe store could not be reached, created or migrated."""
+
+
+class FencedOut(CrashsafeError):
+    """A newer attempt holds the slot's fencing token; this attempt's write was rolled back.
+
+    Raised by a stale attempt (a zombie left running after a scheduler reset, or the earlier of
+    two deliveries of the same try). Nothing it wrote is visible; the newer attempt's result stands.
+    """
+
+    def __init__(self, message: str, *, slot: object = None, token: int | None = None,
+                 newest_token: int | None = None) -> None:
+        super().__init__(message)
+        self.slot = slot
+        self.token = token
+        self.newest_token = newest_token
+
+
+class UnsafeWriteError(CrashsafeError):
+    """A write was refused before anything was written, because re-running it would not be safe."""
+
+
+class NaturalKeyNotUniqueError(UnsafeWriteError):
+    """The natural key of a MERGE is not backed by a unique index or primary key."""
+
+
+class GeneratedKeyError(UnsafeWriteError):
+    """A natural-key column is generated (identity, serial, sequence or random default)."""
+
+
+class DuplicateSourceKeysError(UnsafeWriteError):
+    """The source rows of a MERGE repeat a natural key (or leave it NULL)."""
+
+
+class NondeterministicSourceError(UnsafeWriteError):
+    """The source query calls a function whose result differs between attempts."""
+
+
+class PartitionMismatchError(UnsafeWriteError):
+    """A partition overwrite's query produced rows outside the partition it replaces."""
+
+
+class IdempotencyConflict(CrashsafeError):
+    """An idempotency key was reused with a different payload; nothing was sent."""

@@ -1,0 +1,201 @@
+"""``fenced_transaction``: a write that commits only if its attempt is still the newest.
+
+The token is issued (and committed) in a transaction of its own when the attempt starts work, so
+a newer attempt becomes visible to an older one at once. The write then runs in a second
+transaction whose last statement locks the fence row and checks the token; a stale attempt's
+write is rolled back and raises :class:`~airflow_crashsafe.errors.FencedOut`. A retry that finds
+the slot committed in its clear generation does nothing (decision 5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from airflow_crashsafe.errors import CrashsafeError, FencedOut
+from airflow_crashsafe.identity import (
+    Attempt,
+    Slot,
+    attempt_from_context,
+    current_context,
+    slot_from_context,
+)
+from airflow_crashsafe.store import fences
+from airflow_crashsafe.store.dbapi import Db, connect_target
+from airflow_crashsafe.store.fences import CommittedBy
+from airflow_crashsafe.store.store import Store, open_store
+
+__all__ = ["FencedTransaction", "fenced_transaction"]
+
+log = logging.getLogger(__name__)
+
+
+class FencedTransaction:
+    """What the body of ``with fenced_transaction(...) as tx`` works with.
+
+    :ivar token: the fencing token issued to this attempt (None when already committed).
+    :ivar already_committed: the slot's work is done in this clear generation; do not redo it.
+    :ivar committed_by: which attempt committed it, when ``already_committed``.
+    :ivar params: query parameters naming the token and try, to store with the output.
+    """
+
+    def __init__(
+        self,
+        db: Db,
+        slot: Slot,
+        target: str,
+        attempt: Attempt,
+        token: int | None,
+        committed_by: CommittedBy | None,
+    ) -> None:
+        self.db = db
+        self.slot = slot
+        self.target = target
+        self.attempt = attempt
+        self.token = token
+        self.committed_by = committed_by
+        self._cursor: Any = None
+
+    @property
+    def already_committed(self) -> bool:
+        return self.committed_by is not None
+
+    @property
+    def cursor(self) -> Any:
+        """A DB-API cursor inside the open, fenced transaction."""
+        if self.committed_by is not None:
+            raise CrashsafeError(
+                f"Slot {self.slot.describe()} was already committed by "
+                f"{self.committed_by.describe()}; check tx.already_committed before writing."
+            )
+        if self._cursor is None:
+            self._cursor = self.db.raw.cursor()
+        return self._cursor
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"crashsafe_token": self.token, "crashsafe_try_number": self.attempt.try_number}
+
+    def cancel(self) -> None:
+        """Cancel the running statement (from ``on_kill``, a signal handler or another thread)."""
+        self.db.cancel()
+
+
+def _record(
+    store: Store | None,
+    kind: str,
+    slot: Slot,
+    target: str,
+    attempt: Attempt,
+    token: int | None,
+    detail: Mapping[str, Any],
+) -> None:
+    """Record an event in the crashsafe store; a store outage never fails the write."""
+    try:
+        (store or open_store()).record_event(kind, slot, target, attempt, token=token, detail=detail)
+    except Exception:
+        log.warning("crashsafe: could not record %s event for %s", kind, slot.describe(), exc_info=True)
+
+
+def _fenced_out(
+    db: Db,
+    store: Store | None,
+    slot: Slot,
+    target: str,
+    attempt: Attempt,
+    token: int | None,
+    newest: fences.FenceState | None,
+    stage: str,
+) -> FencedOut:
+    try:
+        fences.record_rejection(db, slot, target)
+    except Exception:
+        log.warning("crashsafe: could not count the rejection on the fence row", exc_info=True)
+    newest = newest or fences.read_fence(db, slot, target)
+    holder = f"try {newest.issued_try} (ti {newest.issued_ti_id})" if newest else "a newer attempt"
+    _record(store, "fenced_out", slot, target, attempt, token,
+            {"stage": stage, "newest_token": newest.issued_token if newest else None,
+             "newest_try": newest.issued_try if newest else None})
+    return FencedOut(
+        f"Stale attempt {attempt.describe()} of {slot.describe()} (target {target!r}) was fenced "
+        f"out at {stage}: {holder} holds the slot. Nothing this attempt wrote was committed; the "
+        "newer attempt's output stands. No action needed unless this repeats.",
+        slot=slot,
+        token=token,
+        newest_token=newest.issued_token if newest else None,
+    )
+
+
+def _commit_token(conn: Db, slot: Slot, target: str, attempt: Attempt, token: int) -> bool:
+    try:
+        return fences.commit_token(conn, slot, target, attempt, token)
+    except Exception as exc:
+        # SQLite: a deferred transaction whose snapshot is older than a newer attempt's token
+        # cannot upgrade to a writer ("database is locked"); that is a stale attempt too.
+        if conn.dialect.is_postgres or "locked" not in str(exc):
+            raise
+        conn.rollback()
+        state = fences.read_fence(conn, slot, target)
+        if state is not None and state.issued_token != token:
+            return False
+        raise
+
+
+@contextmanager
+def fenced_transaction(
+    conn_id: str,
+    target: str,
+    *,
+    context: Mapping[str, Any] | None = None,
+    slot_partition: str | None = None,
+    db: Db | None = None,
+    store: Store | None = None,
+) -> Iterator[FencedTransaction]:
+    """Run the body's writes to ``conn_id`` as one fenced transaction on behalf of this attempt.
+
+    :param conn_id: Airflow connection of the database written to (PostgreSQL or SQLite).
+    :param target: what is written (usually the table); one slot may write several targets.
+    :param context: the task context; defaults to the running task's.
+    :param slot_partition: override of the slot's partition (default: the logical date, else run id).
+    :param db: an already open connection to use instead of opening ``conn_id`` (closed by caller).
+    :param store: the crashsafe store to record events in (default: the configured one).
+    """
+    ctx = current_context(context)
+    slot = slot_from_context(ctx, slot_partition)
+    attempt = attempt_from_context(ctx)
+    owns_db = db is None
+    conn = db if db is not None else connect_target(conn_id)
+    try:
+        issue = fences.issue_token(conn, slot, target, attempt)
+        if issue.already_committed is not None:
+            log.info(
+                "crashsafe: %s (target %r) is already committed by %s; skipping the work.",
+                slot.describe(), target, issue.already_committed.describe(),
+            )
+            _record(store, "skipped_committed", slot, target, attempt, None,
+                    {"committed_try": issue.already_committed.try_number,
+                     "committed_ti_id": issue.already_committed.ti_id})
+            yield FencedTransaction(conn, slot, target, attempt, None, issue.already_committed)
+            return
+        if issue.token is None:
+            raise _fenced_out(conn, store, slot, target, attempt, None, issue.newer, "start")
+        token = issue.token
+        tx = FencedTransaction(conn, slot, target, attempt, token, None)
+        conn.begin(immediate=False)
+        try:
+            yield tx
+            if not _commit_token(conn, slot, target, attempt, token):
+                conn.rollback()
+                raise _fenced_out(conn, store, slot, target, attempt, token, None, "commit")
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        log.info("crashsafe: committed %s (target %r) as %s, token %s.",
+                 slot.describe(), target, attempt.describe(), token)
+        _record(store, "committed", slot, target, attempt, token, {})
+    finally:
+        if owns_db:
+            conn.close()

@@ -1,0 +1,167 @@
+"""One DB-API connection plus the few facts about its database that crashsafe's SQL depends on.
+
+crashsafe writes its own SQL once, with ``%(name)s`` placeholders, and this layer adapts it to the
+driver (psycopg 2/3 take it as is; sqlite3 wants ``:name``). Connections come from Airflow
+connections (hooks own them) or, for tests, benchmarks and the drill, straight from a URL.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from airflow_crashsafe.errors import ConfigurationError
+
+__all__ = ["Db", "Dialect", "connect_target", "connect_url", "sqlite_path_from_url"]
+
+_NAMED_PARAM = re.compile(r"%\((\w+)\)s")
+SQLITE_BUSY_TIMEOUT_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the databases crashsafe supports."""
+
+    name: str  # "postgresql" | "sqlite"
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.name == "postgresql"
+
+    def adapt(self, sql: str) -> str:
+        """Rewrite crashsafe's ``%(name)s`` placeholders for this driver."""
+        if self.is_postgres:
+            return sql
+        return _NAMED_PARAM.sub(r":\1", sql).replace("%%", "%")
+
+
+POSTGRES = Dialect("postgresql")
+SQLITE = Dialect("sqlite")
+
+
+class Db:
+    """A DB-API connection that crashsafe drives in explicit transactions."""
+
+    def __init__(self, raw: Any, dialect: Dialect) -> None:
+        self.raw = raw
+        self.dialect = dialect
+        self._in_transaction = False
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Run one of crashsafe's own statements; returns the cursor."""
+        cursor = self.raw.cursor()
+        cursor.execute(self.dialect.adapt(sql), dict(params or {}))
+        return cursor
+
+    def begin(self, *, immediate: bool = True) -> None:
+        """Open a transaction.
+
+        On SQLite, ``immediate`` takes the database's single write lock now, so a short
+        read-then-write transaction cannot fail to upgrade; a long write passes ``False`` so that
+        other attempts can still take tokens until its first write.
+        """
+        if self.dialect.is_postgres:
+            # psycopg opens a transaction implicitly at the first statement.
+            self._in_transaction = True
+            return
+        self.raw.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        self._in_transaction = True
+
+    def commit(self) -> None:
+        self.raw.commit() if self.dialect.is_postgres else self.raw.execute("COMMIT")
+        self._in_transaction = False
+
+    def rollback(self) -> None:
+        if self.dialect.is_postgres:
+            self.raw.rollback()
+        elif self.raw.in_transaction:
+            self.raw.execute("ROLLBACK")
+        self._in_transaction = False
+
+    def cancel(self) -> None:
+        """Cancel the statement running on this connection; safe from a signal handler."""
+        if self.dialect.is_postgres:
+            self.raw.cancel()
+        else:
+            self.raw.interrupt()
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        except Exception:  # closing a broken connection must not hide the error that broke it
+            pass
+
+
+def _sqlite(path: str) -> Db:
+    raw = sqlite3.connect(
+        path, timeout=SQLITE_BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+    )
+    raw.execute("PRAGMA journal_mode=WAL")
+    raw.execute("PRAGMA synchronous=NORMAL")
+    return Db(raw, SQLITE)
+
+
+def _postgres_from_url(url: str) -> Db:
+    import psycopg
+
+    dsn = re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+    return Db(psycopg.connect(dsn, autocommit=False), POSTGRES)
+
+
+def sqlite_path_from_url(url: str) -> str:
+    """``sqlite:////abs/path`` or ``sqlite:///rel/path`` → the file path."""
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ConfigurationError(f"SQLite URL {url!r} has a host; write sqlite:////absolute/path.db")
+    path = unquote(parts.path)[1:]  # "sqlite:///rel.db" -> "rel.db", "sqlite:////abs.db" -> "/abs.db"
+    if not path:
+        raise ConfigurationError(f"SQLite URL {url!r} names no file; write sqlite:////absolute/path.db")
+    return path
+
+
+def connect_url(url: str) -> Db:
+    """Open ``postgresql://…`` or ``sqlite:///…`` directly (tests, benchmarks, the drill)."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme.startswith("postgres"):
+        return _postgres_from_url(url)
+    if scheme == "sqlite":
+        return _sqlite(sqlite_path_from_url(url))
+    raise ConfigurationError(
+        f"Unsupported database URL scheme {scheme!r}: crashsafe writes to PostgreSQL "
+        "(postgresql://…) or SQLite (sqlite:////path.db)."
+    )
+
+
+def connect_target(conn_id: str) -> Db:
+    """Open the Airflow connection ``conn_id`` (PostgreSQL through its hook, or SQLite)."""
+    from airflow.sdk import BaseHook
+
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"Airflow connection {conn_id!r} could not be loaded ({exc}); create it "
+            f"(e.g. AIRFLOW_CONN_{conn_id.upper()}=postgresql://user:pass@host:5432/db)."
+        ) from exc
+    conn_type = (conn.conn_type or "").lower()
+    if conn_type in {"postgres", "postgresql"}:
+        from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+        raw = PostgresHook(postgres_conn_id=conn_id).get_conn()
+        raw.autocommit = False
+        return Db(raw, POSTGRES)
+    if conn_type == "sqlite":
+        path = conn.host or (conn.extra_dejson or {}).get("path") or conn.schema
+        if not path:
+            raise ConfigurationError(
+                f"SQLite connection {conn_id!r} names no file; use sqlite:////absolute/path.db."
+            )
+        return _sqlite(path)
+    raise ConfigurationError(
+        f"Connection {conn_id!r} has type {conn_type!r}; crashsafe's fenced writes support "
+        "PostgreSQL (postgres) and SQLite (sqlite) connections."
+    )

@@ -1,0 +1,239 @@
+"""The fence table: one row per (slot, target), in the database that receives the write.
+
+ARCHITECTURE decision 4. A token is issued when an attempt starts work on a slot; tokens are ordered
+by ``(try_number, issue order)``, which one counter per row encodes because an older try is never
+issued a token once a newer try holds one. A write commits only if, under the row lock taken by
+the final ``UPDATE`` in the write's own transaction, its token is still the newest issued. The
+same row records which attempt committed, so the committed token and attempt live with the output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_crashsafe.identity import Attempt, Slot
+from airflow_crashsafe.store.dbapi import Db
+
+__all__ = [
+    "FENCE_TABLE",
+    "CommittedBy",
+    "FenceState",
+    "Issue",
+    "commit_token",
+    "issue_token",
+    "read_fence",
+    "record_rejection",
+]
+
+FENCE_TABLE = "crashsafe_fences"
+_ADVISORY_LOCK_KEY = 0x63726173  # "cras": serialises concurrent first-use DDL on PostgreSQL
+
+_DDL = {
+    "postgresql": f"""
+CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
+    slot_partition TEXT NOT NULL, target TEXT NOT NULL,
+    issued_token BIGINT NOT NULL, issued_try INTEGER NOT NULL, issued_ti_id TEXT NOT NULL,
+    issued_host TEXT NOT NULL, issued_pid INTEGER NOT NULL, issued_at TIMESTAMPTZ NOT NULL,
+    committed_token BIGINT, committed_try INTEGER, committed_ti_id TEXT, committed_host TEXT,
+    committed_pid INTEGER, committed_clear_number INTEGER, committed_at TIMESTAMPTZ,
+    rejected_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (dag_id, task_id, map_index, slot_partition, target)
+)""",
+    "sqlite": f"""
+CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
+    slot_partition TEXT NOT NULL, target TEXT NOT NULL,
+    issued_token INTEGER NOT NULL, issued_try INTEGER NOT NULL, issued_ti_id TEXT NOT NULL,
+    issued_host TEXT NOT NULL, issued_pid INTEGER NOT NULL, issued_at TEXT NOT NULL,
+    committed_token INTEGER, committed_try INTEGER, committed_ti_id TEXT, committed_host TEXT,
+    committed_pid INTEGER, committed_clear_number INTEGER, committed_at TEXT,
+    rejected_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (dag_id, task_id, map_index, slot_partition, target)
+)""",
+}
+
+_SLOT_MATCH = (
+    "dag_id = %(dag_id)s AND task_id = %(task_id)s AND map_index = %(map_index)s"
+    " AND slot_partition = %(slot_partition)s AND target = %(target)s"
+)
+
+# Issue a token unless a newer try holds the slot or the slot is already committed in this
+# clear generation (ARCHITECTURE decision 5). No row back means "look at why" (read_fence).
+_ISSUE = f"""
+INSERT INTO {FENCE_TABLE} AS f (dag_id, task_id, map_index, slot_partition, target,
+    issued_token, issued_try, issued_ti_id, issued_host, issued_pid, issued_at)
+VALUES (%(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,
+    1, %(try_number)s, %(ti_id)s, %(hostname)s, %(pid)s, CURRENT_TIMESTAMP)
+ON CONFLICT (dag_id, task_id, map_index, slot_partition, target) DO UPDATE SET
+    issued_token = f.issued_token + 1, issued_try = excluded.issued_try,
+    issued_ti_id = excluded.issued_ti_id, issued_host = excluded.issued_host,
+    issued_pid = excluded.issued_pid, issued_at = excluded.issued_at
+WHERE f.issued_try <= excluded.issued_try
+  AND (f.committed_token IS NULL OR f.committed_clear_number < %(clear_number)s)
+RETURNING issued_token"""
+
+_COMMIT = f"""
+UPDATE {FENCE_TABLE} SET committed_token = %(token)s, committed_try = %(try_number)s,
+    committed_ti_id = %(ti_id)s, committed_host = %(hostname)s, committed_pid = %(pid)s,
+    committed_clear_number = %(clear_number)s, committed_at = CURRENT_TIMESTAMP
+WHERE {_SLOT_MATCH} AND issued_token = %(token)s"""
+
+_REJECT = f"UPDATE {FENCE_TABLE} SET rejected_count = rejected_count + 1 WHERE {_SLOT_MATCH}"
+
+_READ = f"""
+SELECT issued_token, issued_try, issued_ti_id, committed_token, committed_try, committed_ti_id,
+    committed_host, committed_pid, committed_clear_number, committed_at, rejected_count
+FROM {FENCE_TABLE} WHERE {_SLOT_MATCH}"""
+
+
+@dataclass(frozen=True)
+class CommittedBy:
+    """The attempt whose write is the slot's committed output."""
+
+    token: int
+    try_number: int
+    ti_id: str
+    hostname: str
+    pid: int
+    clear_number: int
+    committed_at: str
+
+    def describe(self) -> str:
+        return (
+            f"try {self.try_number} (ti {self.ti_id}, {self.hostname} pid {self.pid}) "
+            f"at {self.committed_at}, token {self.token}"
+        )
+
+
+@dataclass(frozen=True)
+class FenceState:
+    """A fence row as read back: the newest token issued and what committed."""
+
+    issued_token: int
+    issued_try: int
+    issued_ti_id: str
+    committed: CommittedBy | None
+    rejected_count: int
+
+
+@dataclass(frozen=True)
+class Issue:
+    """The answer to "may this attempt work on the slot?"."""
+
+    token: int | None  # set when issued
+    already_committed: CommittedBy | None = None  # set when the slot is done in this generation
+    newer: FenceState | None = None  # set when a newer try holds the slot
+
+    @property
+    def issued(self) -> bool:
+        return self.token is not None
+
+
+def _slot_params(slot: Slot, target: str) -> dict[str, Any]:
+    return {
+        "dag_id": slot.dag_id,
+        "task_id": slot.task_id,
+        "map_index": slot.map_index,
+        "slot_partition": slot.partition,
+        "target": target,
+    }
+
+
+def _attempt_params(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "try_number": attempt.try_number,
+        "ti_id": attempt.ti_id,
+        "hostname": attempt.hostname,
+        "pid": attempt.pid,
+        "clear_number": attempt.clear_number,
+    }
+
+
+def _is_missing_table(exc: Exception) -> bool:
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+    return sqlstate == "42P01" or "no such table" in str(exc)
+
+
+def ensure_fence_table(db: Db) -> None:
+    """Create the fence table if needed; concurrent first users do not race."""
+    db.begin()
+    try:
+        if db.dialect.is_postgres:
+            db.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _ADVISORY_LOCK_KEY})
+        db.execute(_DDL[db.dialect.name])
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
+    """Issue the next token for (slot, target) to ``attempt``, in a transaction of its own."""
+    params = _slot_params(slot, target) | _attempt_params(attempt)
+    for first_try in (True, False):
+        db.begin()
+        try:
+            row = db.execute(_ISSUE, params).fetchone()
+            state = None if row is not None else read_fence(db, slot, target)
+            db.commit()
+        except Exception as exc:
+            db.rollback()
+            if first_try and _is_missing_table(exc):
+                ensure_fence_table(db)
+                continue
+            raise
+        break
+    if row is not None:
+        return Issue(token=int(row[0]))
+    assert state is not None  # no row issued means the row exists
+    if state.committed is not None and state.issued_try <= attempt.try_number:
+        return Issue(token=None, already_committed=state.committed)
+    return Issue(token=None, newer=state)
+
+
+def commit_token(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) -> bool:
+    """Inside the write's open transaction: lock the fence row and record the commit.
+
+    True when ``token`` is still the newest issued (the caller then commits); False when a newer
+    attempt holds the slot (the caller must roll back).
+    """
+    params = _slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
+    return int(db.execute(_COMMIT, params).rowcount) == 1
+
+
+def record_rejection(db: Db, slot: Slot, target: str) -> None:
+    """Count a rejected stale write on the fence row, in a transaction of its own."""
+    db.begin()
+    try:
+        db.execute(_REJECT, _slot_params(slot, target))
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def read_fence(db: Db, slot: Slot, target: str) -> FenceState | None:
+    """The fence row for (slot, target), or None before any attempt started work on it."""
+    row = db.execute(_READ, _slot_params(slot, target)).fetchone()
+    if row is None:
+        return None
+    committed = None
+    if row[3] is not None:
+        committed = CommittedBy(
+            token=int(row[3]),
+            try_number=int(row[4]),
+            ti_id=str(row[5]),
+            hostname=str(row[6]),
+            pid=int(row[7]),
+            clear_number=int(row[8]),
+            committed_at=str(row[9]),
+        )
+    return FenceState(
+        issued_token=int(row[0]),
+        issued_try=int(row[1]),
+        issued_ti_id=str(row[2]),
+        committed=committed,
+        rejected_count=int(row[10]),
+    )

@@ -1,0 +1,127 @@
+"""The crashsafe store's versioned schema and its migration.
+
+Migrations are numbered and append-only; ``crashsafe_schema_version`` records each one applied.
+Many workers may start at once on a fresh store, so migration runs under a lock
+(``pg_advisory_xact_lock`` on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite) and re-reads the version
+after taking it: the first worker migrates, the others find the work done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_crashsafe.errors import StoreError
+from airflow_crashsafe.store.dbapi import Db
+
+__all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
+
+_MIGRATION_LOCK_KEY = 0x63736D67  # "csmg"
+VERSION_TABLE = "crashsafe_schema_version"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step, written once per dialect."""
+
+    version: int
+    description: str
+    postgresql: tuple[str, ...]
+    sqlite: tuple[str, ...]
+
+    def statements(self, dialect: str) -> tuple[str, ...]:
+        return self.postgresql if dialect == "postgresql" else self.sqlite
+
+
+_EVENT_COLUMNS = """
+    kind TEXT NOT NULL,
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
+    slot_partition TEXT NOT NULL, target TEXT NOT NULL,
+    run_id TEXT, try_number INTEGER, ti_id TEXT, clear_number INTEGER,
+    hostname TEXT, pid INTEGER, token BIGINT, detail TEXT NOT NULL DEFAULT '{}'"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        version=1,
+        description="events: what crashsafe's fenced writes did (committed, fenced out, skipped)",
+        postgresql=(
+            f"""CREATE TABLE crashsafe_events (
+    id BIGSERIAL PRIMARY KEY,{_EVENT_COLUMNS},
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now())""",
+            "CREATE INDEX crashsafe_events_slot ON crashsafe_events "
+            "(dag_id, task_id, map_index, slot_partition)",
+            "CREATE INDEX crashsafe_events_created ON crashsafe_events (created_at)",
+        ),
+        sqlite=(
+            f"""CREATE TABLE crashsafe_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,{_EVENT_COLUMNS},
+    created_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now')))""",
+            "CREATE INDEX crashsafe_events_slot ON crashsafe_events "
+            "(dag_id, task_id, map_index, slot_partition)",
+            "CREATE INDEX crashsafe_events_created ON crashsafe_events (created_at)",
+        ),
+    ),
+)
+
+
+def latest_version() -> int:
+    return MIGRATIONS[-1].version
+
+
+def _create_version_table(db: Db) -> None:
+    applied_at = "TIMESTAMPTZ NOT NULL DEFAULT now()" if db.dialect.is_postgres else (
+        "TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP"
+    )
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} "
+        f"(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at {applied_at})"
+    )
+
+
+def current_version(db: Db) -> int:
+    """The highest applied migration, 0 for an empty store. Runs inside the caller's transaction."""
+    try:
+        row = db.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) == "42P01" or "no such table" in str(exc):
+            return 0
+        raise
+    return int(row[0] or 0)
+
+
+def _peek_version(db: Db) -> int:
+    db.begin()
+    try:
+        return current_version(db)
+    finally:
+        db.rollback()
+
+
+def migrate(db: Db) -> int:
+    """Bring the store to the latest schema version and return it."""
+    if _peek_version(db) == latest_version():
+        return latest_version()
+    db.begin()
+    try:
+        if db.dialect.is_postgres:
+            db.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _MIGRATION_LOCK_KEY})
+        _create_version_table(db)
+        version = current_version(db)
+        if version > latest_version():
+            raise StoreError(
+                f"The crashsafe store is at schema version {version}, newer than this package "
+                f"knows ({latest_version()}); upgrade airflow-crashsafe on this machine."
+            )
+        for migration in MIGRATIONS:
+            if migration.version <= version:
+                continue
+            for statement in migration.statements(db.dialect.name):
+                db.execute(statement)
+            db.execute(
+                f"INSERT INTO {VERSION_TABLE} (version, description) VALUES (%(v)s, %(d)s)",
+                {"v": migration.version, "d": migration.description},
+            )
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return latest_version()

@@ -1,0 +1,209 @@
+"""The crashsafe store: crashsafe's own records (ARCHITECTURE decision 8).
+
+It lives in the database of the Airflow connection ``[crashsafe] conn_id`` (PostgreSQL in
+production) or, when that connection does not exist, in an embedded SQLite file under
+``$AIRFLOW_HOME`` (single machine only; said once in the log). The schema migrates itself on
+first use. Connections are kept one per thread, because a store is shared by a process's threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from airflow_crashsafe import config
+from airflow_crashsafe.errors import StoreError
+from airflow_crashsafe.identity import Attempt, Slot
+from airflow_crashsafe.store import schema
+from airflow_crashsafe.store.dbapi import Db, connect_target, connect_url
+
+__all__ = ["EVENT_KINDS", "Store", "open_store", "reset_store_cache"]
+
+log = logging.getLogger(__name__)
+
+#: What fenced writes record. Later capabilities add kinds; readers ignore kinds they do not know.
+EVENT_KINDS = ("committed", "fenced_out", "skipped_committed")
+
+_INSERT_EVENT = """
+INSERT INTO crashsafe_events (kind, dag_id, task_id, map_index, slot_partition, target, run_id,
+    try_number, ti_id, clear_number, hostname, pid, token, detail)
+VALUES (%(kind)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,
+    %(run_id)s, %(try_number)s, %(ti_id)s, %(clear_number)s, %(hostname)s, %(pid)s, %(token)s,
+    %(detail)s)"""
+
+_EVENT_FIELDS = (
+    "id", "kind", "dag_id", "task_id", "map_index", "slot_partition", "target", "run_id",
+    "try_number", "ti_id", "clear_number", "hostname", "pid", "token", "detail", "created_at",
+)
+
+
+class Store:
+    """crashsafe's own tables, behind a narrow interface; the only code that knows their SQL."""
+
+    def __init__(self, connect: Callable[[], Db], location: str) -> None:
+        self._connect = connect
+        self.location = location
+        self._local = threading.local()
+        self._migrated = False
+        self._migrate_lock = threading.Lock()
+
+    def _db(self) -> Db:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                db = self._connect()
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise StoreError(
+                    f"The crashsafe store at {self.location} cannot be reached ({exc}); check the "
+                    f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
+                ) from exc
+            self._local.db = db
+        if not self._migrated:
+            with self._migrate_lock:
+                if not self._migrated:
+                    schema.migrate(db)
+                    self._migrated = True
+        return db
+
+    def migrate(self) -> int:
+        """Bring the schema up to date (also done on first use) and return its version."""
+        db = self._db()
+        return schema.migrate(db)
+
+    def schema_version(self) -> int:
+        db = self._db()
+        db.begin()
+        try:
+            return schema.current_version(db)
+        finally:
+            db.rollback()
+
+    def record_event(
+        self,
+        kind: str,
+        slot: Slot,
+        target: str,
+        attempt: Attempt,
+        *,
+        token: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one event about a slot's attempt."""
+        db = self._db()
+        db.begin()
+        try:
+            db.execute(
+                _INSERT_EVENT,
+                {
+                    "kind": kind,
+                    "dag_id": slot.dag_id,
+                    "task_id": slot.task_id,
+                    "map_index": slot.map_index,
+                    "slot_partition": slot.partition,
+                    "target": target,
+                    "run_id": attempt.run_id,
+                    "try_number": attempt.try_number,
+                    "ti_id": attempt.ti_id,
+                    "clear_number": attempt.clear_number,
+                    "hostname": attempt.hostname,
+                    "pid": attempt.pid,
+                    "token": token,
+                    "detail": json.dumps(dict(detail or {}), default=str, sort_keys=True),
+                },
+            )
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+
+    def events(
+        self, *, dag_id: str | None = None, kinds: Iterable[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Events, oldest first, optionally for one DAG and some kinds."""
+        where, params = [], {}
+        if dag_id is not None:
+            where.append("dag_id = %(dag_id)s")
+            params["dag_id"] = dag_id
+        kind_list = list(kinds or ())
+        if kind_list:
+            names = [f"%(kind{i})s" for i in range(len(kind_list))]
+            where.append(f"kind IN ({', '.join(names)})")
+            params.update({f"kind{i}": kind for i, kind in enumerate(kind_list)})
+        sql = f"SELECT {', '.join(_EVENT_FIELDS)} FROM crashsafe_events"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        db = self._db()
+        db.begin()
+        try:
+            rows = db.execute(sql + " ORDER BY id", params).fetchall()
+        finally:
+            db.rollback()
+        events = [dict(zip(_EVENT_FIELDS, row, strict=True)) for row in rows]
+        for event in events:
+            event["detail"] = json.loads(event["detail"] or "{}")
+        return events
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+_stores: dict[str, Store] = {}
+_stores_lock = threading.Lock()
+_said_embedded = False
+
+
+def _store_connection_exists(conn_id: str) -> bool:
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return False
+    return True
+
+
+def open_store(url: str | None = None) -> Store:
+    """The process's store: ``url`` if given, else ``[crashsafe] conn_id``, else embedded SQLite."""
+    global _said_embedded
+    with _stores_lock:
+        key = url or "<configured>"
+        if key in _stores:
+            return _stores[key]
+        if url is not None:
+            store = Store(lambda: connect_url(url), location=url)
+        else:
+            conn_id = config.store_conn_id()
+            if _store_connection_exists(conn_id):
+                store = Store(lambda: connect_target(conn_id), location=f"connection {conn_id!r}")
+            else:
+                path = config.embedded_store_path()
+                if not _said_embedded:
+                    log.info(
+                        "crashsafe: no Airflow connection %r, using the embedded store %s "
+                        "(single machine only; create the connection for PostgreSQL).",
+                        conn_id,
+                        path,
+                    )
+                    _said_embedded = True
+                path.parent.mkdir(parents=True, exist_ok=True)
+                store = Store(lambda: connect_url(f"sqlite:///{path}"), location=str(path))
+        _stores[key] = store
+        return store
+
+
+def reset_store_cache() -> None:
+    """Close and forget every opened store (tests switch stores between cases)."""
+    with _stores_lock:
+        for store in _stores.values():
+            store.close()
+        _stores.clear()
