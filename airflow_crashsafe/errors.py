@@ -12,7 +12,9 @@
     │   ├── DuplicateSourceKeysError    the source yields one natural key more than once
     │   ├── NondeterministicSourceError the source calls now(), random(), nextval(), ...
     │   └── PartitionMismatchError      a partition overwrite produced rows outside its partition
-    └── IdempotencyConflict             one idempotency key, two different payloads
+    ├── IdempotencyConflict             one idempotency key, two different payloads
+    ├── ExternalCallFailed              the target refused the call, or never answered in time
+    └── OutcomeUnknown                  an earlier attempt may have sent the call; not re-sent
 
 Each message says what happened and what to do about it, because the person reading it is
 usually on call at 03:00.
@@ -24,11 +26,13 @@ __all__ = [
     "ConfigurationError",
     "CrashsafeError",
     "DuplicateSourceKeysError",
+    "ExternalCallFailed",
     "FencedOut",
     "GeneratedKeyError",
     "IdempotencyConflict",
     "NaturalKeyNotUniqueError",
     "NondeterministicSourceError",
+    "OutcomeUnknown",
     "PartitionMismatchError",
     "StoreError",
     "UnsafeWriteError",
@@ -88,3 +92,23 @@ class PartitionMismatchError(UnsafeWriteError):
 
 class IdempotencyConflict(CrashsafeError):
     """An idempotency key was reused with a different payload; nothing was sent."""
+
+
+class OutcomeUnknown(CrashsafeError):
+    """An earlier attempt recorded its intent to call but never its outcome; nothing was re-sent.
+
+    Raised when the target is not known to honour idempotency keys (``on_unknown_outcome="fail"``):
+    a person must check whether the call took effect and resolve the ledger entry.
+    """
+
+
+class ExternalCallFailed(CrashsafeError):
+    """An external call failed: refused for good (4xx), or no answer after bounded retries.
+
+    ``outcome_unknown`` says whether the target may still have acted (timeouts, 5xx).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, outcome_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.outcome_unknown = outcome_unknown

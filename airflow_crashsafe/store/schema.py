@@ -39,6 +39,15 @@ _EVENT_COLUMNS = """
     run_id TEXT, try_number INTEGER, ti_id TEXT, clear_number INTEGER,
     hostname TEXT, pid INTEGER, token BIGINT, detail TEXT NOT NULL DEFAULT '{}'"""
 
+_LEDGER_COLUMNS = """
+    idem_key TEXT PRIMARY KEY,
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
+    slot_partition TEXT NOT NULL, target TEXT NOT NULL, version INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL, request TEXT NOT NULL DEFAULT '{}',
+    state TEXT NOT NULL, send_count INTEGER NOT NULL DEFAULT 0, replay_count INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT, try_number INTEGER, ti_id TEXT, hostname TEXT, pid INTEGER, token BIGINT,
+    response_status INTEGER, result TEXT, error TEXT"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -58,6 +67,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX crashsafe_events_slot ON crashsafe_events "
             "(dag_id, task_id, map_index, slot_partition)",
             "CREATE INDEX crashsafe_events_created ON crashsafe_events (created_at)",
+        ),
+    ),
+    Migration(
+        version=2,
+        description="ledger: idempotency keys of external calls, intent before send, outcome after",
+        postgresql=(
+            f"""CREATE TABLE crashsafe_ledger ({_LEDGER_COLUMNS},
+    intent_at TIMESTAMPTZ NOT NULL DEFAULT now(), outcome_at TIMESTAMPTZ)""",
+            "CREATE INDEX crashsafe_ledger_slot ON crashsafe_ledger (dag_id, task_id, slot_partition)",
+            "CREATE INDEX crashsafe_ledger_intent ON crashsafe_ledger (intent_at)",
+        ),
+        sqlite=(
+            f"""CREATE TABLE crashsafe_ledger ({_LEDGER_COLUMNS},
+    intent_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now')), outcome_at TEXT)""",
+            "CREATE INDEX crashsafe_ledger_slot ON crashsafe_ledger (dag_id, task_id, slot_partition)",
+            "CREATE INDEX crashsafe_ledger_intent ON crashsafe_ledger (intent_at)",
         ),
     ),
 )

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from airflow_crashsafe import config
@@ -74,6 +75,25 @@ class Store:
         """Bring the schema up to date (also done on first use) and return its version."""
         db = self._db()
         return schema.migrate(db)
+
+    @contextmanager
+    def transaction(self, *, immediate: bool = True) -> Iterator[Db]:
+        """This thread's connection inside one transaction: committed on exit, rolled back on error.
+
+        For the store-layer modules (``store.ledger``, ``store.fences``) that hold the SQL.
+        """
+        db = self._db()
+        db.begin(immediate=immediate)
+        try:
+            yield db
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+
+    def connection(self) -> Db:
+        """This thread's connection, outside any transaction (for ``fences.issue_token``)."""
+        return self._db()
 
     def schema_version(self) -> int:
         db = self._db()

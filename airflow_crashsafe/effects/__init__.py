@@ -1,0 +1,8 @@
+"""Idempotency keys and the intent-before-send ledger for every external call."""
+
+from __future__ import annotations
+
+from airflow_crashsafe.effects.effect import Effect, effect
+from airflow_crashsafe.effects.keys import derive_key, idempotency_key
+
+__all__ = ["Effect", "derive_key", "effect", "idempotency_key"]

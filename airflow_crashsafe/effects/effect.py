@@ -1,0 +1,99 @@
+"""``effect()``: the ledger for any side effect in TaskFlow code (an email, an operational write).
+
+::
+
+    with effect("welcome-email", payload={"to": user}) as fx:
+        if fx.pending:
+            message_id = send_email(user, idempotency_key=fx.key)
+            fx.done({"message_id": message_id})
+    return fx.result
+
+The block's work runs only while the effect is pending; a retry after ``done`` skips it and gives
+back the recorded result. A block that raises leaves the outcome unknown, because it may have
+acted before it failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
+from airflow_crashsafe.errors import CrashsafeError
+from airflow_crashsafe.store.store import Store
+
+__all__ = ["Effect", "effect"]
+
+
+class Effect:
+    """The handle a ``with effect(...)`` block works with."""
+
+    def __init__(self, call: Call) -> None:
+        self._call = call
+        self._done = call.action == "replay"
+        self._result: Any = call.replayed_result if call.action == "replay" else None
+
+    @property
+    def key(self) -> str:
+        """The idempotency key: hand it to the target if it accepts one."""
+        return self._call.key
+
+    @property
+    def pending(self) -> bool:
+        """True while the effect still has to happen in this attempt."""
+        return not self._done
+
+    @property
+    def result(self) -> Any:
+        """What ``done`` recorded, now or in the attempt that did the work."""
+        return self._result
+
+    @property
+    def replayed(self) -> bool:
+        return self._call.action == "replay"
+
+    def done(self, result: Any = None) -> None:
+        """Record that the effect happened, with a JSON-able result to give back to retries."""
+        if self._done:
+            raise CrashsafeError(
+                f"Effect {self._call.target!r} (key {self.key}) is already done; check fx.pending."
+            )
+        finish_call(self._call, state="succeeded", result=result)
+        self._done = True
+        self._result = result
+
+
+@contextmanager
+def effect(
+    target: str,
+    *,
+    context: Mapping[str, Any] | None = None,
+    payload: Any = None,
+    on_unknown_outcome: UnknownOutcomePolicy = "fail",
+    version: int = 1,
+    slot_partition: str | None = None,
+    store: Store | None = None,
+) -> Iterator[Effect]:
+    """Run a side effect at most once per slot and target (see the module docstring)."""
+    call = begin_call(
+        target=target,
+        request={"payload": payload},
+        context=context,
+        version=version,
+        on_unknown_outcome=on_unknown_outcome,
+        slot_partition=slot_partition,
+        store=store,
+    )
+    handle = Effect(call)
+    if call.action == "send":
+        record_send(call)
+    try:
+        yield handle
+    except BaseException as exc:
+        if handle.pending:
+            finish_call(call, state="unknown", error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    if handle.pending:
+        # The block chose not to act (or forgot done()): nothing is known to have happened.
+        finish_call(call, state="failed", error="block exited without calling done()")

@@ -1,0 +1,191 @@
+"""``IdempotentHttpOperator``: an HTTP call that a crashed, reset or retried task never sends twice.
+
+Intent is recorded in the crashsafe ledger before the request leaves and the outcome after; the
+request carries an idempotency key derived from the slot and target, the same in every attempt.
+A retry of a recorded success sends nothing and returns the recorded result.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
+from airflow_crashsafe.effects.http_policy import backoff_seconds, classify, redact
+from airflow_crashsafe.errors import ConfigurationError, ExternalCallFailed, IdempotencyConflict
+
+if TYPE_CHECKING:
+    import requests
+
+    from airflow.sdk import Context
+
+__all__ = ["IdempotentHttpOperator"]
+
+_ALWAYS_REDACTED = frozenset({"authorization", "password", "api_key", "apikey", "token", "secret"})
+
+
+class IdempotentHttpOperator(BaseOperator):
+    """Call an HTTP endpoint at most once per slot, with an idempotency key and a ledger.
+
+    :param http_conn_id: Airflow HTTP connection (base URL and auth).
+    :param endpoint: path appended to the connection's base URL.
+    :param method: HTTP method.
+    :param json: JSON body. :param data: form or raw body (use one of the two).
+    :param headers: extra headers (never stored or logged).
+    :param target: what is called, for the key; defaults to the task id.
+    :param key_header: header carrying the idempotency key.
+    :param on_unknown_outcome: when an earlier attempt may have sent the call: ``"resend"`` with
+        the same key (the target honours keys) or ``"fail"`` without sending.
+    :param response_check: ``callable(response) -> bool``; False fails the call for good.
+    :param redact_fields: body fields never written to the store, logs or XCom.
+    :param version: bump to send again on purpose under a new key.
+    :param max_sends: requests at most per attempt on 5xx / timeouts / connection errors.
+    :param in_progress_wait: seconds to keep asking while the target answers 409.
+    :param timeout: seconds per request.
+    """
+
+    template_fields: Sequence[str] = ("endpoint", "json", "data", "headers", "target", "slot_partition")
+    template_fields_renderers = {"json": "json", "data": "py", "headers": "json"}
+
+    def __init__(
+        self,
+        *,
+        http_conn_id: str,
+        endpoint: str,
+        method: str = "POST",
+        json: Any = None,
+        data: Any = None,
+        headers: Mapping[str, str] | None = None,
+        target: str | None = None,
+        key_header: str = "Idempotency-Key",
+        on_unknown_outcome: UnknownOutcomePolicy = "resend",
+        response_check: Callable[[requests.Response], bool] | None = None,
+        redact_fields: Sequence[str] = (),
+        version: int = 1,
+        max_sends: int = 5,
+        in_progress_wait: float = 60.0,
+        timeout: float = 30.0,
+        slot_partition: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.http_conn_id = http_conn_id
+        self.endpoint = endpoint
+        self.method = method
+        self.json = json
+        self.data = data
+        self.headers = headers
+        self.target = target
+        self.key_header = key_header
+        self.on_unknown_outcome = on_unknown_outcome
+        self.response_check = response_check
+        self.redact_fields = tuple(redact_fields)
+        self.version = version
+        self.max_sends = max_sends
+        self.in_progress_wait = in_progress_wait
+        self.timeout = timeout
+        self.slot_partition = slot_partition
+
+    def _validate(self) -> None:
+        if self.json is not None and self.data is not None:
+            raise ConfigurationError(f"{self.task_id}: pass json= or data=, not both.")
+        if self.max_sends < 1:
+            raise ConfigurationError(f"{self.task_id}: max_sends must be at least 1.")
+
+    def _request_record(self, fields: frozenset[str]) -> dict[str, Any]:
+        return {
+            "method": self.method.upper(),
+            "endpoint": self.endpoint,
+            "json": redact(self.json, fields),
+            "data": redact(self.data, fields),
+        }
+
+    def execute(self, context: Context) -> Any:
+        self._validate()
+        fields = frozenset(f.lower() for f in self.redact_fields) | _ALWAYS_REDACTED
+        call = begin_call(
+            target=self.target or self.task_id,
+            request=self._request_record(fields),
+            context=context,
+            version=self.version,
+            on_unknown_outcome=self.on_unknown_outcome,
+            slot_partition=self.slot_partition,
+        )
+        if call.action == "replay":
+            self.log.info("Call %s already succeeded (key %s); returning its recorded result.",
+                          call.target, call.key)
+            return call.replayed_result
+        return self._send(call, fields)
+
+    def _send(self, call: Call, fields: frozenset[str]) -> Any:
+        from airflow.providers.http.hooks.http import HttpHook
+        import requests
+
+        hook = HttpHook(method=self.method, http_conn_id=self.http_conn_id)
+        session = hook.get_conn(headers=dict(self.headers or {}))
+        url = hook.url_from_endpoint(self.endpoint)
+        headers = {self.key_header: call.key}
+        sends, deadline_409, last_error = 0, time.monotonic() + self.in_progress_wait, ""
+        while True:
+            record_send(call)
+            sends += 1
+            try:
+                response = session.request(self.method.upper(), url, json=self.json, data=self.data,
+                                           headers=headers, timeout=self.timeout)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                answer, last_error, response = "transient", f"{type(exc).__name__}", None
+            else:
+                answer = classify(response.status_code)
+                last_error = f"HTTP {response.status_code}"
+            self.log.info("%s %s (key %s): %s", self.method.upper(), self.endpoint, call.key, last_error)
+            if answer == "success" and response is not None:
+                return self._succeeded(call, response, fields)
+            status = None if response is None else response.status_code
+            if answer == "conflict":
+                finish_call(call, state="conflict", response_status=status, error=last_error)
+                raise IdempotencyConflict(
+                    f"{call.target!r} answered {last_error}: key {call.key} was already used with a "
+                    "different payload. Nothing more was sent. Bump version= to send under a new key."
+                )
+            if answer == "refused":
+                finish_call(call, state="failed", response_status=status, error=last_error)
+                raise ExternalCallFailed(
+                    f"{call.target!r} refused the call ({last_error}, key {call.key}); it is not "
+                    "retried because the target did not act. Fix the request and retry the task.",
+                    status=status,
+                )
+            if answer == "in_progress" and time.monotonic() < deadline_409:
+                time.sleep(min(backoff_seconds(sends), max(0.0, deadline_409 - time.monotonic())))
+                continue
+            if answer != "in_progress" and sends < self.max_sends:
+                time.sleep(backoff_seconds(sends))
+                continue
+            finish_call(call, state="unknown", response_status=status, error=last_error)
+            raise ExternalCallFailed(
+                f"{call.target!r} gave no final answer after {sends} request(s) (last: {last_error}); "
+                f"key {call.key}. The target may have acted: a retry re-sends with the same key "
+                f"only if on_unknown_outcome='resend' (now {self.on_unknown_outcome!r}).",
+                status=status,
+                outcome_unknown=True,
+            )
+
+    def _succeeded(self, call: Call, response: requests.Response, fields: frozenset[str]) -> Any:
+        if self.response_check is not None and not self.response_check(response):
+            finish_call(call, state="failed", response_status=response.status_code,
+                        error="response_check returned False")
+            raise ExternalCallFailed(
+                f"{call.target!r} answered HTTP {response.status_code} but response_check rejected it.",
+                status=response.status_code,
+            )
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        result = {"status": response.status_code, "key": call.key,
+                  "body": redact(body, fields)}
+        finish_call(call, state="succeeded", response_status=response.status_code, result=result)
+        return jsonlib.loads(jsonlib.dumps(result, default=str))

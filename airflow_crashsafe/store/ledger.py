@@ -1,0 +1,228 @@
+"""The idempotency ledger's SQL (ARCHITECTURE decision 7): intent before send, outcome after.
+
+A row per idempotency key. ``state`` moves ``intent`` → ``succeeded`` | ``failed`` | ``conflict`` |
+``unknown``. A row left in ``intent`` or ``unknown`` by another attempt means that attempt may have
+sent the call: its outcome is unknown. The decision about a key is taken under the row's lock, in
+the same transaction that checks the attempt's fencing token, so two overlapping attempts can
+never both be told to send for the first time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_crashsafe.identity import Attempt, Slot
+from airflow_crashsafe.store.dbapi import Db
+from airflow_crashsafe.store.fences import FENCE_TABLE
+
+__all__ = [
+    "LEDGER_STATES",
+    "LedgerEntry",
+    "claim",
+    "get_entry",
+    "list_entries",
+    "prune",
+    "record_outcome",
+    "token_is_newest",
+]
+
+LEDGER_STATES = ("intent", "succeeded", "failed", "conflict", "unknown")
+
+_FIELDS = (
+    "idem_key", "dag_id", "task_id", "map_index", "slot_partition", "target", "version",
+    "fingerprint", "request", "state", "send_count", "replay_count", "run_id", "try_number",
+    "ti_id", "hostname", "pid", "token", "response_status", "result", "error", "intent_at",
+    "outcome_at",
+)
+_SELECT = f"SELECT {', '.join(_FIELDS)} FROM crashsafe_ledger"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One idempotency key's record, as read from the store."""
+
+    idem_key: str
+    dag_id: str
+    task_id: str
+    map_index: int
+    slot_partition: str
+    target: str
+    version: int
+    fingerprint: str
+    request: dict[str, Any]
+    state: str
+    send_count: int
+    replay_count: int
+    run_id: str | None
+    try_number: int | None
+    ti_id: str | None
+    hostname: str | None
+    pid: int | None
+    token: int | None
+    response_status: int | None
+    result: Any
+    error: str | None
+    intent_at: str
+    outcome_at: str | None
+
+    def describe_attempt(self) -> str:
+        return f"try {self.try_number} (ti {self.ti_id}, {self.hostname} pid {self.pid})"
+
+
+def _entry(row: tuple[Any, ...]) -> LedgerEntry:
+    values = dict(zip(_FIELDS, row, strict=True))
+    values["request"] = json.loads(values["request"] or "{}")
+    values["result"] = None if values["result"] is None else json.loads(values["result"])
+    for stamp in ("intent_at", "outcome_at"):
+        if values[stamp] is not None:
+            values[stamp] = str(values[stamp])
+    return LedgerEntry(**values)
+
+
+def token_is_newest(db: Db, slot: Slot, target: str, token: int) -> bool:
+    """Lock the slot's fence row and say whether ``token`` is still the newest issued."""
+    lock = " FOR UPDATE" if db.dialect.is_postgres else ""
+    row = db.execute(
+        f"SELECT issued_token FROM {FENCE_TABLE} WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s"
+        " AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s"
+        f" AND target = %(target)s{lock}",
+        {
+            "dag_id": slot.dag_id,
+            "task_id": slot.task_id,
+            "map_index": slot.map_index,
+            "slot_partition": slot.partition,
+            "target": target,
+        },
+    ).fetchone()
+    return row is not None and int(row[0]) == token
+
+
+def get_entry(db: Db, key: str, *, lock: bool = False) -> LedgerEntry | None:
+    suffix = " FOR UPDATE" if lock and db.dialect.is_postgres else ""
+    row = db.execute(f"{_SELECT} WHERE idem_key = %(key)s{suffix}", {"key": key}).fetchone()
+    return None if row is None else _entry(row)
+
+
+def _attempt_params(attempt: Attempt, token: int | None) -> dict[str, Any]:
+    return {
+        "run_id": attempt.run_id,
+        "try_number": attempt.try_number,
+        "ti_id": attempt.ti_id,
+        "hostname": attempt.hostname,
+        "pid": attempt.pid,
+        "token": token,
+    }
+
+
+def claim(
+    db: Db,
+    *,
+    key: str,
+    slot: Slot,
+    target: str,
+    version: int,
+    fingerprint: str,
+    request: dict[str, Any],
+    attempt: Attempt,
+    token: int | None,
+) -> tuple[LedgerEntry | None, LedgerEntry]:
+    """Inside the caller's transaction: read the key's row (locked) and record this attempt's intent.
+
+    Returns ``(before, after)``: the row as another attempt left it (None for a new key) and as it
+    is now. A row whose fingerprint differs, or whose call succeeded, is returned untouched for the
+    caller to refuse or replay; any other row is taken over by this attempt as ``intent``.
+    """
+    before = get_entry(db, key, lock=True)
+    params = _attempt_params(attempt, token) | {"key": key, "request": json.dumps(request, default=str)}
+    if before is None:
+        db.execute(
+            "INSERT INTO crashsafe_ledger (idem_key, dag_id, task_id, map_index, slot_partition, target,"
+            " version, fingerprint, request, state, run_id, try_number, ti_id, hostname, pid, token)"
+            " VALUES (%(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,"
+            " %(version)s, %(fingerprint)s, %(request)s, 'intent', %(run_id)s, %(try_number)s,"
+            " %(ti_id)s, %(hostname)s, %(pid)s, %(token)s)",
+            params
+            | {
+                "dag_id": slot.dag_id,
+                "task_id": slot.task_id,
+                "map_index": slot.map_index,
+                "slot_partition": slot.partition,
+                "target": target,
+                "version": version,
+                "fingerprint": fingerprint,
+            },
+        )
+    elif before.fingerprint == fingerprint and before.state != "succeeded":
+        db.execute(
+            "UPDATE crashsafe_ledger SET state = 'intent', run_id = %(run_id)s,"
+            " try_number = %(try_number)s, ti_id = %(ti_id)s, hostname = %(hostname)s, pid = %(pid)s,"
+            " token = %(token)s, error = NULL WHERE idem_key = %(key)s",
+            params,
+        )
+    after = get_entry(db, key)
+    assert after is not None
+    return before, after
+
+
+def mark_sending(db: Db, key: str) -> None:
+    """Count one more send of the key, just before the request leaves."""
+    db.execute("UPDATE crashsafe_ledger SET send_count = send_count + 1 WHERE idem_key = %(key)s",
+               {"key": key})
+
+
+def mark_replayed(db: Db, key: str) -> None:
+    db.execute("UPDATE crashsafe_ledger SET replay_count = replay_count + 1 WHERE idem_key = %(key)s",
+               {"key": key})
+
+
+def record_outcome(
+    db: Db,
+    key: str,
+    *,
+    state: str,
+    response_status: int | None,
+    result: Any,
+    error: str | None,
+) -> None:
+    """Inside the caller's transaction: what the call came to."""
+    if state not in LEDGER_STATES:
+        raise ValueError(f"unknown ledger state {state!r}")
+    db.execute(
+        "UPDATE crashsafe_ledger SET state = %(state)s, response_status = %(status)s,"
+        " result = %(result)s, error = %(error)s, outcome_at = CURRENT_TIMESTAMP"
+        " WHERE idem_key = %(key)s",
+        {
+            "key": key,
+            "state": state,
+            "status": response_status,
+            "result": None if result is None else json.dumps(result, default=str),
+            "error": error,
+        },
+    )
+
+
+def list_entries(
+    db: Db, *, dag_id: str | None = None, key: str | None = None, limit: int = 200
+) -> list[LedgerEntry]:
+    where, params = [], {"limit": limit}
+    if dag_id is not None:
+        where.append("dag_id = %(dag_id)s")
+        params["dag_id"] = dag_id
+    if key is not None:
+        where.append("idem_key = %(key)s")
+        params["key"] = key
+    sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
+    rows = db.execute(sql + " ORDER BY intent_at DESC LIMIT %(limit)s", params).fetchall()
+    return [_entry(row) for row in rows]
+
+
+def prune(db: Db, *, older_than: datetime) -> int:
+    """Delete entries whose intent is older than ``older_than``; returns how many."""
+    stamp: Any = older_than
+    if not db.dialect.is_postgres:
+        stamp = older_than.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    cursor = db.execute("DELETE FROM crashsafe_ledger WHERE intent_at < %(stamp)s", {"stamp": stamp})
+    return int(cursor.rowcount)
