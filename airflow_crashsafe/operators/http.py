@@ -46,6 +46,7 @@ class IdempotentHttpOperator(BaseOperator):
     :param max_sends: requests at most per attempt on 5xx / timeouts / connection errors.
     :param in_progress_wait: seconds to keep asking while the target answers 409.
     :param timeout: seconds per request.
+    :param backoff_base: first backoff ceiling in seconds (doubling, capped at 30 s, full jitter).
     """
 
     template_fields: Sequence[str] = ("endpoint", "json", "data", "headers", "target", "slot_partition")
@@ -69,6 +70,7 @@ class IdempotentHttpOperator(BaseOperator):
         max_sends: int = 5,
         in_progress_wait: float = 60.0,
         timeout: float = 30.0,
+        backoff_base: float = 0.5,
         slot_partition: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -88,6 +90,7 @@ class IdempotentHttpOperator(BaseOperator):
         self.max_sends = max_sends
         self.in_progress_wait = in_progress_wait
         self.timeout = timeout
+        self.backoff_base = backoff_base
         self.slot_partition = slot_partition
 
     def _validate(self) -> None:
@@ -159,10 +162,10 @@ class IdempotentHttpOperator(BaseOperator):
                     status=status,
                 )
             if answer == "in_progress" and time.monotonic() < deadline_409:
-                time.sleep(min(backoff_seconds(sends), max(0.0, deadline_409 - time.monotonic())))
+                time.sleep(min(backoff_seconds(sends, base=self.backoff_base), max(0.0, deadline_409 - time.monotonic())))
                 continue
             if answer != "in_progress" and sends < self.max_sends:
-                time.sleep(backoff_seconds(sends))
+                time.sleep(backoff_seconds(sends, base=self.backoff_base))
                 continue
             finish_call(call, state="unknown", response_status=status, error=last_error)
             raise ExternalCallFailed(

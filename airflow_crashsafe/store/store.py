@@ -48,6 +48,7 @@ class Store:
         self._connect = connect
         self.location = location
         self._local = threading.local()
+        self._opened: list[Db] = []  # every thread's connection, so close() can close them all
         self._migrated = False
         self._migrate_lock = threading.Lock()
 
@@ -64,6 +65,8 @@ class Store:
                     f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
                 ) from exc
             self._local.db = db
+            with self._migrate_lock:
+                self._opened.append(db)
         if not self._migrated:
             with self._migrate_lock:
                 if not self._migrated:
@@ -169,11 +172,12 @@ class Store:
         return events
 
     def close(self) -> None:
-        """Close this thread's connection."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
+        """Close every connection this store opened, in any thread."""
+        with self._migrate_lock:
+            opened, self._opened = self._opened, []
+        for db in opened:
             db.close()
-            self._local.db = None
+        self._local = threading.local()
 
 
 _stores: dict[str, Store] = {}

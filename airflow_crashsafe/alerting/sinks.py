@@ -1,0 +1,281 @@
+"""Where alerts go: a generic JSON webhook, Slack, PagerDuty Events v2 and SMTP email.
+
+Each sink makes one delivery attempt per :meth:`Sink.send` and raises :class:`SinkError` on any
+failure; retrying, timing out the whole fan-out and spooling are the dispatcher's job, so a sink
+stays a few lines of protocol. Secrets (webhook URLs carry tokens, routing keys, passwords) are
+held privately and scrubbed out of every error message, because those messages get logged.
+
+Plain ``requests`` and ``smtplib`` are used on purpose: each protocol here is one request, and
+the vendor SDKs (slack_sdk, pagerduty) would add dependencies without removing any code we need.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import smtplib
+import ssl
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from email.message import EmailMessage
+from typing import Any, ClassVar
+
+import requests
+
+from airflow_crashsafe.alerting.model import Alert, severity_rank
+
+__all__ = [
+    "PAGERDUTY_EVENTS_URL",
+    "EmailSink",
+    "PagerDutySink",
+    "Sink",
+    "SinkError",
+    "SlackSink",
+    "WebhookSink",
+    "sign_body",
+    "verify_signature",
+]
+
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+SIGNATURE_HEADER = "X-Crashsafe-Signature"
+TIMESTAMP_HEADER = "X-Crashsafe-Timestamp"
+_REDACTED = "***"
+
+
+class SinkError(Exception):
+    """One delivery attempt failed; the message is already free of secrets."""
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace every secret (longest first, so a URL goes before its parts) with ``***``."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, _REDACTED)
+    return text
+
+
+def _url_secrets(url: str) -> list[str]:
+    """A webhook URL's path and query are its token: hide them, keep the host for diagnosis."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    tail = parts.path + (f"?{parts.query}" if parts.query else "")
+    return [url, tail] if tail not in ("", "/") else [url]
+
+
+def sign_body(secret: str, body: bytes, timestamp: str) -> str:
+    """HMAC-SHA256 over ``timestamp + "." + body``, as sent in ``X-Crashsafe-Signature``."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def verify_signature(
+    secret: str,
+    body: bytes,
+    timestamp: str,
+    signature: str,
+    *,
+    max_age: float = 300.0,
+    now: float | None = None,
+) -> bool:
+    """For receivers: check a webhook's signature and refuse replays older than ``max_age`` s."""
+    try:
+        age = (time.time() if now is None else now) - float(timestamp)
+    except ValueError:
+        return False
+    if abs(age) > max_age:
+        return False
+    return hmac.compare_digest(sign_body(secret, body, timestamp), signature)
+
+
+class Sink(ABC):
+    """One configured destination. ``timeout`` bounds one attempt; ``retries`` extra attempts follow."""
+
+    kind = "sink"
+
+    def __init__(
+        self, *, name: str | None = None, timeout: float = 10.0, retries: int = 2, min_severity: str = "info"
+    ) -> None:
+        severity_rank(min_severity)  # raises ValueError on an unknown severity
+        self.name = name or self.kind
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.min_severity = min_severity
+
+    def accepts(self, alert: Alert) -> bool:
+        """Whether this sink wants this alert (by severity)."""
+        return severity_rank(alert.severity) >= severity_rank(self.min_severity)
+
+    @abstractmethod
+    def send(self, alert: Alert) -> None:
+        """Deliver once, or raise :class:`SinkError`."""
+
+    def _secrets(self) -> Sequence[str]:
+        return ()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class _HttpSink(Sink):
+    """Shared POST-JSON-and-check-status for the HTTP sinks."""
+
+    def __init__(self, url: str, *, session: requests.Session | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"sink {self.name!r}: URL must start with http:// or https://")
+        self._url = url
+        self._session = session or requests.Session()
+
+    def _secrets(self) -> Sequence[str]:
+        return _url_secrets(self._url)
+
+    def _post(self, body: bytes, headers: Mapping[str, str]) -> requests.Response:
+        all_headers = {"Content-Type": "application/json", "User-Agent": "airflow-crashsafe-watchdog"}
+        all_headers.update(headers)
+        try:
+            response = self._session.post(self._url, data=body, headers=all_headers, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise SinkError(redact(f"{type(exc).__name__}: {exc}", self._secrets())) from None
+        if not 200 <= response.status_code < 300:
+            snippet = redact(response.text[:200], self._secrets())
+            raise SinkError(f"HTTP {response.status_code} from {self.kind} sink {self.name!r}: {snippet}")
+        return response
+
+
+class WebhookSink(_HttpSink):
+    """POSTs :meth:`Alert.to_dict` as JSON; signs it with HMAC-SHA256 when a secret is given."""
+
+    kind = "webhook"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        hmac_secret: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(url, **kwargs)
+        self._hmac_secret = hmac_secret
+        self._headers = dict(headers or {})
+        self._clock = clock
+
+    def _secrets(self) -> Sequence[str]:
+        extra = [self._hmac_secret] if self._hmac_secret else []
+        return [*super()._secrets(), *extra, *self._headers.values()]
+
+    def send(self, alert: Alert) -> None:
+        body = json.dumps(alert.to_dict(), sort_keys=True).encode()
+        headers = dict(self._headers)
+        if self._hmac_secret:
+            timestamp = str(int(self._clock()))
+            headers[TIMESTAMP_HEADER] = timestamp
+            headers[SIGNATURE_HEADER] = sign_body(self._hmac_secret, body, timestamp)
+        self._post(body, headers)
+
+
+class SlackSink(_HttpSink):
+    """A Slack incoming webhook: one ``text`` message (mrkdwn)."""
+
+    kind = "slack"
+    _ICONS: ClassVar[dict[str, str]] = {
+        "trigger": ":rotating_light:",
+        "repeat": ":warning:",
+        "resolve": ":white_check_mark:",
+    }
+
+    def send(self, alert: Alert) -> None:
+        title, _, rest = alert.text().partition("\n")
+        text = f"{self._ICONS[alert.event]} *{title}*\n```{rest}```"
+        self._post(json.dumps({"text": text}).encode(), {})
+
+
+class PagerDutySink(_HttpSink):
+    """PagerDuty Events API v2: ``trigger`` (also for repeats, which PagerDuty de-duplicates) and
+    ``resolve``, tied together by the alert's ``dedup_key``."""
+
+    kind = "pagerduty"
+
+    def __init__(self, routing_key: str, *, url: str = PAGERDUTY_EVENTS_URL, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        if not routing_key:
+            raise ValueError(f"sink {self.name!r}: PagerDuty needs a routing key")
+        self._routing_key = routing_key
+
+    def _secrets(self) -> Sequence[str]:
+        return [self._routing_key]  # the events URL itself is public
+
+    def send(self, alert: Alert) -> None:
+        body: dict[str, Any] = {
+            "routing_key": self._routing_key,
+            "event_action": "resolve" if alert.event == "resolve" else "trigger",
+            "dedup_key": alert.dedup_key[:255],
+        }
+        if alert.event != "resolve":
+            body["payload"] = {
+                "summary": alert.summary[:1024],
+                "source": alert.source,
+                "severity": alert.severity,
+                "timestamp": alert.to_dict()["at"],
+                "component": "airflow",
+                "custom_details": {"began_at": alert.to_dict()["began_at"], **alert.to_dict()["details"]},
+            }
+        self._post(json.dumps(body).encode(), {})
+
+
+class EmailSink(Sink):
+    """Plain-text email through SMTP (optionally implicit TLS or STARTTLS, optionally logged in)."""
+
+    kind = "email"
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        sender: str,
+        recipients: Sequence[str],
+        port: int = 25,
+        username: str | None = None,
+        password: str | None = None,
+        starttls: bool = False,
+        use_ssl: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not recipients:
+            raise ValueError(f"sink {self.name!r}: email needs at least one recipient in 'to'")
+        self._host, self._port = host, int(port)
+        self._sender, self._recipients = sender, list(recipients)
+        self._username, self._password = username, password
+        self._starttls, self._use_ssl = starttls, use_ssl
+
+    def _secrets(self) -> Sequence[str]:
+        return [self._password] if self._password else []
+
+    def _message(self, alert: Alert) -> EmailMessage:
+        message = EmailMessage()
+        message["Subject"] = alert.title
+        message["From"] = self._sender
+        message["To"] = ", ".join(self._recipients)
+        message["X-Crashsafe-Dedup-Key"] = alert.dedup_key
+        message.set_content(alert.text())
+        return message
+
+    def send(self, alert: Alert) -> None:
+        try:
+            smtp: smtplib.SMTP
+            if self._use_ssl:
+                smtp = smtplib.SMTP_SSL(self._host, self._port, timeout=self.timeout)
+            else:
+                smtp = smtplib.SMTP(self._host, self._port, timeout=self.timeout)
+            with smtp:
+                if self._starttls:
+                    smtp.starttls(context=ssl.create_default_context())
+                if self._username:
+                    smtp.login(self._username, self._password or "")
+                smtp.send_message(self._message(alert))
+        except (OSError, smtplib.SMTPException) as exc:
+            raise SinkError(redact(f"{type(exc).__name__}: {exc}", self._secrets())) from None

@@ -1,0 +1,181 @@
+"""Read an :class:`~airflow_crashsafe.watchdog.health.Observation` from Airflow's api-server.
+
+The unauthenticated health endpoint is always read. With credentials (a bearer token, or a user
+and password exchanged at ``/auth/token``), the REST API also gives every running job (so a dead
+HA replica is seen), the canary DAG's newest successful run and the running task instances.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import requests
+
+from airflow_crashsafe.watchdog.health import (
+    COMPONENT_OF_JOB_TYPE,
+    HealthFormatError,
+    JobRecord,
+    Observation,
+    parse_health,
+    parse_timestamp,
+)
+
+__all__ = ["HEALTH_PATH", "ApiSource"]
+
+HEALTH_PATH = "/api/v2/monitor/health"
+
+
+def _safe_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class ApiSource:
+    """Polls one api-server. ``base_url`` is its root (``http://host:8080``) or the health URL."""
+
+    source = "api"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 5.0,
+        token: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        canary_dag_id: str | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        base = base_url.rstrip("/")
+        if base.endswith(HEALTH_PATH):
+            base = base[: -len(HEALTH_PATH)]
+        if not base.startswith(("http://", "https://")):
+            raise ValueError(f"--api-url must start with http:// or https://, got {_safe_url(base_url)!r}")
+        self.base = base
+        self.health_url = base + HEALTH_PATH
+        self.timeout = timeout
+        self._static_token = token
+        self._token = token
+        self._username, self._password = username, password
+        self.canary_dag_id = canary_dag_id
+        self._session = session or requests.Session()
+
+    @property
+    def target(self) -> str:
+        return _safe_url(self.health_url)
+
+    @property
+    def authenticated(self) -> bool:
+        return bool(self._static_token or (self._username and self._password))
+
+    def observe(self, now: datetime) -> Observation:
+        """One poll; never raises for a network or format problem."""
+        try:
+            response = self._session.get(self.health_url, timeout=self.timeout)
+        except requests.RequestException as exc:
+            return Observation(
+                at=now, source="api", error=f"cannot reach {self.target}: {type(exc).__name__}"
+            )
+        if response.status_code != 200:
+            hint = ""
+            if response.status_code == 404:
+                hint = (
+                    " - is --api-url the api-server's root (e.g. http://localhost:8080)? "
+                    "Airflow 3 serves health at /api/v2/monitor/health"
+                )
+            return Observation(
+                at=now, source="api", error=f"GET {self.target} answered HTTP {response.status_code}{hint}"
+            )
+        try:
+            observation = parse_health(response.json(), now)
+        except ValueError as exc:  # includes JSON decode errors and HealthFormatError
+            kind = "not Airflow's health JSON" if isinstance(exc, HealthFormatError) else "not JSON"
+            return Observation(at=now, source="api", error=f"GET {self.target} answered {kind}: {exc}")
+        if self.authenticated:
+            observation = self._enrich(observation)
+        elif self.canary_dag_id:
+            observation = dataclasses.replace(
+                observation, notes=("canary not checked: the DAG-runs API needs --api-token or --api-user",)
+            )
+        return observation
+
+    def _enrich(self, observation: Observation) -> Observation:
+        notes: list[str] = []
+        changes: dict[str, Any] = {}
+        try:
+            body = self._get_json("/api/v2/jobs", {"job_state": "running", "limit": 100})
+            running = [job for job in body.get("jobs", []) if job.get("job_type") in COMPONENT_OF_JOB_TYPE]
+            records = [
+                JobRecord(
+                    COMPONENT_OF_JOB_TYPE[job["job_type"]],
+                    parse_timestamp(job.get("latest_heartbeat")),
+                    state=job.get("state"),
+                    job_id=job.get("id"),
+                    hostname=job.get("hostname"),
+                )
+                for job in running
+            ]
+            seen = {r.component for r in records}
+            # A component with no running row keeps the health endpoint's view of its newest job.
+            records += [job for job in observation.jobs if job.component not in seen]
+            changes["jobs"] = tuple(records)
+        except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
+            notes.append(f"jobs list unavailable: {_describe(exc)}")
+        if self.canary_dag_id:
+            try:
+                path = f"/api/v2/dags/{quote(self.canary_dag_id, safe='')}/dagRuns"
+                body = self._get_json(path, {"state": "success", "order_by": "-end_date", "limit": 1})
+                runs = body.get("dag_runs", [])
+                changes["canary_checked"] = True
+                changes["canary_last_success"] = parse_timestamp(runs[0].get("end_date")) if runs else None
+            except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
+                notes.append(f"canary not checked: {_describe(exc)}")
+        try:
+            body = self._get_json(
+                "/api/v2/dags/~/dagRuns/~/taskInstances", {"state": ["running", "queued"], "limit": 50}
+            )
+            changes["running_tasks"] = tuple(
+                f"{ti.get('dag_id')}.{ti.get('task_id')}[{ti.get('map_index')}] run={ti.get('dag_run_id')} "
+                f"try={ti.get('try_number')} {ti.get('state')} on {ti.get('hostname')}"
+                for ti in body.get("task_instances", [])
+            )
+        except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
+            notes.append(f"running tasks unavailable: {_describe(exc)}")
+        return dataclasses.replace(observation, notes=tuple(notes), **changes)
+
+    def _get_json(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
+        for attempt in (1, 2):
+            response = self._session.get(
+                self.base + path, params=params, headers=self._auth_header(), timeout=self.timeout
+            )
+            if response.status_code == 401 and attempt == 1 and not self._static_token:
+                self._token = None  # expired: log in again once
+                continue
+            if response.status_code != 200:
+                raise ValueError(f"GET {path} answered HTTP {response.status_code}")
+            body = response.json()
+            if not isinstance(body, dict):
+                raise ValueError(f"GET {path} did not answer a JSON object")
+            return body
+        raise ValueError(f"GET {path} answered HTTP 401 twice")  # pragma: no cover - loop returns
+
+    def _auth_header(self) -> dict[str, str]:
+        if self._token is None and self._username and self._password:
+            response = self._session.post(
+                self.base + "/auth/token",
+                json={"username": self._username, "password": self._password},
+                timeout=self.timeout,
+            )
+            if response.status_code not in (200, 201):
+                raise ValueError(f"login at /auth/token answered HTTP {response.status_code}")
+            self._token = str(response.json()["access_token"])
+        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, ValueError) else type(exc).__name__

@@ -1,0 +1,244 @@
+"""The ``watch`` subcommand: ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Settings come from flags, else the ``[watch]`` table of ``--config`` (TOML or JSON, same names
+with underscores), else defaults. Sinks come only from the config file's ``sinks`` list (see
+:mod:`airflow_crashsafe.alerting.config`). Secrets are read from environment variables named by
+``*_env`` options, never taken as flag values. Exit codes: 0 stopped cleanly (``--once``: all
+healthy), 1 ``--once`` found a problem, 2 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from airflow_crashsafe.errors import ConfigurationError
+
+__all__ = ["add_arguments", "main", "run"]
+
+log = logging.getLogger("airflow_crashsafe.watchdog")
+
+DEFAULTS: dict[str, Any] = {
+    "api_url": "http://localhost:8080",
+    "db_url": None,
+    "db_url_env": None,
+    "interval": 10.0,
+    "threshold": 30.0,
+    "grace": 30.0,
+    "repeat_interval": 3600.0,
+    "expect_triggerer": "auto",
+    "expect_dag_processor": "auto",
+    "canary_dag_id": None,
+    "canary_max_age": None,
+    "api_token_env": None,
+    "api_user": None,
+    "api_password_env": None,
+    "state_dir": None,
+    "instance": None,
+    "timeout": 5.0,
+    "metrics_port": None,
+    "metrics_host": "127.0.0.1",
+}
+_FLOATS = ("interval", "threshold", "grace", "repeat_interval", "canary_max_age", "timeout")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``watch`` options; every default is None so the config file can fill it in."""
+    a = parser.add_argument
+    a("--config", help="TOML/JSON file with a [watch] table and [[sinks]] (alert destinations)")
+    a("--api-url", help=f"api-server root URL (default {DEFAULTS['api_url']})")
+    a(
+        "--db-url",
+        help="read the metadata DB's job table instead of the api-server (no password here: "
+        "use --db-url-env)",
+    )
+    a("--db-url-env", metavar="VAR", help="environment variable holding the metadata DB URL")
+    a("--interval", type=float, help="seconds between polls (default 10)")
+    a("--threshold", type=float, help="heartbeat age that means dead, s (default 30, Airflow's)")
+    a("--grace", type=float, help="how long a problem must last before it pages, s (default 30)")
+    a("--repeat-interval", type=float, help="re-alert an open incident every N s; 0 = never (default 3600)")
+    for name in ("triggerer", "dag-processor"):
+        a(
+            f"--expect-{name}",
+            choices=("auto", "yes", "no"),
+            help=f"alert on a dead {name} (auto: if one ever ran)",
+        )
+    a("--canary-dag-id", help="DAG whose newest successful run proves scheduling works")
+    a("--canary-max-age", type=float, help="seconds the canary's newest success may be old")
+    a("--api-token-env", metavar="VAR", help="environment variable with an API bearer token")
+    a("--api-user", help="API user for /auth/token (password from --api-password-env)")
+    a("--api-password-env", metavar="VAR", help="environment variable with the API user's password")
+    a(
+        "--state-dir",
+        help="where state.json and outbox.jsonl live (default $CRASHSAFE_WATCH_STATE_DIR "
+        "or ~/.local/state/airflow-crashsafe)",
+    )
+    a("--instance", help="name of this Airflow in alerts (default: the API/DB host)")
+    a("--timeout", type=float, help="timeout of one request to Airflow, s (default 5)")
+    a("--metrics-port", type=int, help="serve Prometheus metrics on this port (default off)")
+    a("--metrics-host", help="address for the metrics endpoint (default 127.0.0.1)")
+    a("--once", action="store_true", help="poll once, deliver, exit 0 if healthy else 1 (for cron)")
+    a("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def _env(name: str | None, option: str) -> str | None:
+    if not name:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigurationError(f"{option} names environment variable {name}, which is not set: export it")
+    return value
+
+
+def settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Merge flags over the config file over defaults; return (settings, sink specs)."""
+    file_data: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        from airflow_crashsafe.alerting.config import load_config_file
+
+        file_data = load_config_file(args.config)
+        unknown = sorted(set(file_data) - {"watch", "sinks"})
+        if unknown:
+            raise ConfigurationError(
+                f"{args.config}: unknown top-level key(s) {unknown}; use [watch] and [[sinks]]"
+            )
+    watch = file_data.get("watch", {})
+    if not isinstance(watch, dict):
+        raise ConfigurationError(f"{args.config}: 'watch' must be a table")
+    unknown = sorted(set(watch) - set(DEFAULTS))
+    if unknown:
+        raise ConfigurationError(
+            f"{args.config}: unknown [watch] option(s) {unknown}; known: {sorted(DEFAULTS)}"
+        )
+    merged = dict(DEFAULTS)
+    merged.update(watch)
+    merged.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
+    for key in _FLOATS:
+        if merged[key] is not None:
+            try:
+                merged[key] = float(merged[key])
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"option {key} must be a number, got {merged[key]!r}") from None
+    if merged["interval"] <= 0 or merged["timeout"] <= 0:
+        raise ConfigurationError("--interval and --timeout must be > 0")
+    return merged, list(file_data.get("sinks", []))
+
+
+def _build(args: argparse.Namespace) -> Any:
+    from urllib.parse import urlsplit
+
+    from airflow_crashsafe.alerting.config import build_sinks
+    from airflow_crashsafe.alerting.dispatch import Dispatcher
+    from airflow_crashsafe.alerting.outbox import FileOutbox
+    from airflow_crashsafe.watchdog.loop import Source, Watchdog
+    from airflow_crashsafe.watchdog.metrics import MetricsServer
+    from airflow_crashsafe.watchdog.rules import Rules
+    from airflow_crashsafe.watchdog.state import StateFile
+
+    opts, sink_specs = settings(args)
+    db_url = opts["db_url"] or _env(opts["db_url_env"], "--db-url-env")
+    source: Source
+    try:
+        if db_url:
+            from airflow_crashsafe.watchdog.db import DbSource
+
+            source = DbSource(db_url, timeout=opts["timeout"], canary_dag_id=opts["canary_dag_id"])
+        else:
+            from airflow_crashsafe.watchdog.api import ApiSource
+
+            source = ApiSource(
+                opts["api_url"],
+                timeout=opts["timeout"],
+                token=_env(opts["api_token_env"], "--api-token-env"),
+                username=opts["api_user"],
+                password=_env(opts["api_password_env"], "--api-password-env"),
+                canary_dag_id=opts["canary_dag_id"],
+            )
+        rules = Rules(
+            threshold=opts["threshold"],
+            grace=opts["grace"],
+            repeat_interval=opts["repeat_interval"],
+            expect_triggerer=opts["expect_triggerer"],
+            expect_dag_processor=opts["expect_dag_processor"],
+            canary_dag_id=opts["canary_dag_id"],
+            canary_max_age=opts["canary_max_age"],
+            instance=opts["instance"] or urlsplit(db_url or opts["api_url"]).hostname or "airflow",
+        )
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+    if opts["api_user"] and not opts["api_password_env"]:
+        raise ConfigurationError("--api-user needs --api-password-env VAR (the password is never a flag)")
+    state_dir = Path(
+        opts["state_dir"]
+        or os.environ.get("CRASHSAFE_WATCH_STATE_DIR")
+        or Path.home() / ".local" / "state" / "airflow-crashsafe"
+    )
+    sinks = build_sinks(sink_specs)
+    if not sinks:
+        log.warning("no [[sinks]] configured: alerts go to this log only")
+    dispatcher = Dispatcher(sinks, outbox=FileOutbox(state_dir / "outbox.jsonl"))
+    metrics = None
+    if opts["metrics_port"] is not None:
+        try:
+            metrics = MetricsServer(opts["metrics_host"], int(opts["metrics_port"]))
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot serve metrics on {opts['metrics_host']}:{opts['metrics_port']}: "
+                f"{exc.strerror or exc}; pick a free --metrics-port"
+            ) from None
+    watchdog = Watchdog(source, rules, dispatcher, StateFile(state_dir / "state.json"), metrics=metrics)
+    return watchdog, opts
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the watchdog until SIGTERM/SIGINT (or one poll with ``--once``)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=getattr(args, "log_level", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    try:
+        watchdog, opts = _build(args)
+    except ConfigurationError as exc:
+        print(f"airflow-crashsafe watch: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "once", False):
+        watchdog.tick()
+        problems = sorted(watchdog.incidents)
+        observation = watchdog.last_observation
+        if observation is not None and observation.error:
+            print(f"airflow-crashsafe watch: {observation.error}", file=sys.stderr)
+        if problems:
+            print(f"problems: {', '.join(problems)}", file=sys.stderr)
+        return 1 if problems else 0
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    if watchdog.metrics is not None:
+        watchdog.metrics.start()
+    try:
+        watchdog.run(stop, opts["interval"])
+    finally:
+        if watchdog.metrics is not None:
+            watchdog.metrics.stop()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m airflow_crashsafe.watchdog.cli``: the same command without the console script."""
+    parser = argparse.ArgumentParser(prog="airflow-crashsafe watch", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The poll loop: observe, decide, remember, deliver; stop cleanly on SIGTERM.
+
+Order inside one poll is chosen for crash safety: alerts are spooled to the outbox first, the
+incident state is saved second, delivery comes last. A watchdog killed anywhere in between
+re-sends at most (at-least-once), and never forgets an alert it decided to send.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Protocol
+
+from airflow_crashsafe.alerting.dispatch import Dispatcher
+from airflow_crashsafe.alerting.model import Alert
+from airflow_crashsafe.watchdog.health import Observation
+from airflow_crashsafe.watchdog.metrics import MetricsServer, render
+from airflow_crashsafe.watchdog.rules import Incident, Rules, evaluate
+from airflow_crashsafe.watchdog.state import StateFile
+
+__all__ = ["Source", "Watchdog", "utcnow"]
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Source(Protocol):
+    """Where observations come from: :class:`ApiSource` or :class:`DbSource`."""
+
+    source: str
+
+    @property
+    def target(self) -> str: ...
+
+    def observe(self, now: datetime) -> Observation: ...
+
+
+class Watchdog:
+    """One watchdog: a source, the rules, a dispatcher and a state file."""
+
+    def __init__(
+        self,
+        source: Source,
+        rules: Rules,
+        dispatcher: Dispatcher,
+        state: StateFile,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        metrics: MetricsServer | None = None,
+    ) -> None:
+        self.source, self.rules, self.dispatcher, self.state = source, rules, dispatcher, state
+        self._clock = clock
+        self.metrics = metrics
+        self.incidents: dict[str, Incident] = state.load()
+        self.last_observation: Observation | None = None
+        if self.incidents:
+            log.info("resuming with %d incident(s) from %s", len(self.incidents), state.path)
+
+    def tick(self) -> list[Alert]:
+        """One poll. Returns the alerts it raised (already spooled and delivery attempted)."""
+        observation = self.source.observe(self._clock())
+        self.last_observation = observation
+        if observation.error:
+            log.warning("poll of %s failed: %s", self.source.target, observation.error)
+        for note in observation.notes:
+            log.info("poll of %s: %s", self.source.target, note)
+        incidents, alerts = evaluate(self.incidents, observation, self.rules)
+        for alert in alerts:
+            self.dispatcher.enqueue(alert)
+        self.state.save(incidents)
+        self.incidents = incidents
+        report = self.dispatcher.deliver()
+        if self.metrics is not None:
+            self.metrics.update(
+                render(
+                    observation,
+                    incidents,
+                    self.rules,
+                    outbox_pending=report.pending,
+                    sink_failures=self.dispatcher.failures_total,
+                )
+            )
+        return alerts
+
+    def run(self, stop: threading.Event, interval: float) -> None:
+        """Poll every ``interval`` seconds until ``stop`` is set (by the SIGTERM handler)."""
+        log.info("watching %s every %g s", self.source.target, interval)
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                self.tick()
+            except Exception:  # keep watching: a watchdog that dies on a bug watches nothing
+                log.exception("watchdog poll failed unexpectedly; retrying at the next interval")
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        log.info("watchdog stopped")

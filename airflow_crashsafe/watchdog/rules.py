@@ -1,0 +1,258 @@
+"""Pure incident logic: observations over time become open / repeat / resolve alerts.
+
+Two steps. :func:`conditions` says what is wrong in one observation (nothing here knows about
+time passing). :func:`evaluate` folds that into the open incidents: a condition must last
+``grace`` seconds before it pages (so a scheduler restart inside the grace is silent), an open
+incident repeats every ``repeat_interval`` and resolves when its condition is gone. When the
+watchdog cannot see Airflow (source down, metadata DB unhealthy) only that is known: other
+incidents are neither opened nor resolved until it can see again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from airflow_crashsafe.alerting.model import Alert
+from airflow_crashsafe.watchdog.health import JobRecord, Observation
+
+__all__ = ["Condition", "Incident", "Rules", "conditions", "evaluate", "is_alive"]
+
+EXPECT_CHOICES = ("auto", "yes", "no")
+#: Incidents about the watchdog's view itself; decided even when nothing else can be.
+VIEW_KEYS = ("api_unreachable", "db_unreachable", "metadatabase_unhealthy")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The thresholds. ``threshold`` is Airflow's ``scheduler_health_check_threshold`` (30 s)."""
+
+    threshold: float = 30.0
+    grace: float = 30.0
+    repeat_interval: float = 3600.0
+    expect_triggerer: str = "auto"
+    expect_dag_processor: str = "auto"
+    canary_dag_id: str | None = None
+    canary_max_age: float | None = None
+    instance: str = "airflow"
+
+    def __post_init__(self) -> None:
+        for name in ("expect_triggerer", "expect_dag_processor"):
+            if getattr(self, name) not in EXPECT_CHOICES:
+                raise ValueError(f"{name} must be one of {EXPECT_CHOICES}")
+        if self.threshold <= 0 or self.grace < 0 or self.repeat_interval < 0:
+            raise ValueError("threshold must be > 0; grace and repeat_interval >= 0")
+        if self.canary_dag_id and not self.canary_max_age:
+            raise ValueError("a canary DAG needs canary_max_age (seconds its newest success may be old)")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Something wrong right now. ``min_duration`` extends the grace (e.g. a canary never run)."""
+
+    key: str
+    severity: str
+    summary: str
+    began_at: datetime | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    min_duration: float = 0.0
+
+
+@dataclass(frozen=True)
+class Incident:
+    """A condition being tracked: pending (``opened_at`` None) until its grace is over, then open."""
+
+    key: str
+    severity: str
+    summary: str
+    first_seen: datetime
+    began_at: datetime
+    details: Mapping[str, Any]
+    min_duration: float = 0.0
+    opened_at: datetime | None = None
+    last_sent_at: datetime | None = None
+
+    @property
+    def incident_id(self) -> str:
+        """Deterministic, so a watchdog that crashed mid-tick re-derives the same id."""
+        return hashlib.sha256(f"{self.key}|{self.first_seen.isoformat()}".encode()).hexdigest()[:12]
+
+    def dedup_key(self, instance: str) -> str:
+        return f"airflow-crashsafe:{instance}:{self.key}:{self.incident_id}"
+
+
+def is_alive(job: JobRecord, now: datetime, threshold: float) -> bool:
+    """Alive = running (by state or Airflow's verdict) and a heartbeat fresher than ``threshold``.
+
+    A heartbeat in the future (clock skew) counts as fresh.
+    """
+    if job.latest_heartbeat is None or job.reported_healthy is False:
+        return False
+    if job.state is not None and job.state != "running":
+        return False
+    return (now - job.latest_heartbeat).total_seconds() < threshold
+
+
+def _newest_beat(jobs: list[JobRecord]) -> datetime | None:
+    beats = [j.latest_heartbeat for j in jobs if j.latest_heartbeat is not None]
+    return max(beats) if beats else None
+
+
+def _running(observation: Observation) -> Any:
+    if observation.running_tasks is None:
+        return "unknown (needs --db-url or API credentials)"
+    return list(observation.running_tasks)
+
+
+def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condition], bool]:
+    """What is wrong in one observation, and whether the rest of Airflow could be seen at all."""
+    now = observation.at
+    found: dict[str, Condition] = {}
+
+    def add(condition: Condition) -> None:
+        found[condition.key] = condition
+
+    if observation.error is not None:
+        key = "db_unreachable" if observation.source == "db" else "api_unreachable"
+        what = "metadata database" if observation.source == "db" else "api-server"
+        summary = f"Airflow {what} unreachable: the watchdog is blind"
+        add(Condition(key, "critical", summary, now, {"error": observation.error}))
+        return found, False
+    if not observation.metadatabase_ok:
+        summary = "Airflow metadata database unhealthy (api-server cannot read it)"
+        add(Condition("metadatabase_unhealthy", "critical", summary, now, {"notes": list(observation.notes)}))
+        return found, False
+
+    schedulers = observation.jobs_of("scheduler")
+    alive = [j for j in schedulers if is_alive(j, now, rules.threshold)]
+    if not alive:
+        add(
+            Condition(
+                "scheduler_dead",
+                "critical",
+                f"Airflow scheduler dead: no heartbeat in {rules.threshold:g} s",
+                _newest_beat(schedulers),
+                {"schedulers": [j.describe() for j in schedulers], "running_tasks": _running(observation)},
+            )
+        )
+    else:
+        for job in schedulers:
+            if job in alive or job.state != "running":
+                continue
+            ident = job.job_id if job.job_id is not None else job.hostname
+            summary = (
+                f"Airflow scheduler replica {ident} on {job.hostname} stopped heartbeating (others alive)"
+            )
+            about = {"replica": job.describe(), "alive": [j.describe() for j in alive]}
+            add(Condition(f"scheduler_replica_dead:{ident}", "warning", summary, job.latest_heartbeat, about))
+
+    for component, expect in (
+        ("triggerer", rules.expect_triggerer),
+        ("dag_processor", rules.expect_dag_processor),
+    ):
+        jobs = observation.jobs_of(component)
+        expected = expect == "yes" or (expect == "auto" and observation.exists.get(component, False))
+        if expected and not any(is_alive(j, now, rules.threshold) for j in jobs):
+            name = component.replace("_", "-")
+            summary = f"Airflow {name} dead" if jobs else f"Airflow {name} expected but never started"
+            add(
+                Condition(
+                    f"{component}_dead",
+                    "critical",
+                    summary,
+                    _newest_beat(jobs),
+                    {"jobs": [j.describe() for j in jobs]},
+                )
+            )
+
+    if rules.canary_dag_id and alive:
+        assert rules.canary_max_age is not None
+        details: dict[str, Any] = {
+            "canary_dag_id": rules.canary_dag_id,
+            "max_age_seconds": rules.canary_max_age,
+        }
+        if not observation.canary_checked:
+            details["notes"] = list(observation.notes)
+            add(Condition("canary_unchecked", "warning", "Canary DAG could not be checked", now, details))
+        else:
+            last = observation.canary_last_success
+            details["last_success"] = last.isoformat() if last else None
+            details["running_tasks"] = _running(observation)
+            summary = f"Airflow scheduling stalled: canary {rules.canary_dag_id!r} has no recent success"
+            if last is None:
+                # Never succeeded: maybe just deployed, so give it one full max age first.
+                add(Condition("scheduling_stalled", "critical", summary, now, details, rules.canary_max_age))
+            elif (now - last).total_seconds() > rules.canary_max_age:
+                add(Condition("scheduling_stalled", "critical", summary, last, details))
+    return found, True
+
+
+def _alert(incident: Incident, event: str, now: datetime, rules: Rules, extra: Mapping[str, Any]) -> Alert:
+    severity = incident.severity
+    summary = incident.summary if event != "resolve" else f"recovered: {incident.summary}"
+    return Alert(
+        dedup_key=incident.dedup_key(rules.instance),
+        event=event,
+        severity=severity,
+        summary=summary,
+        source=rules.instance,
+        began_at=incident.began_at,
+        at=now,
+        details={**incident.details, "first_seen": incident.first_seen.isoformat(), **extra},
+    )
+
+
+def _repeat_due(incident: Incident, now: datetime, rules: Rules) -> bool:
+    if not rules.repeat_interval or incident.last_sent_at is None:
+        return False
+    return (now - incident.last_sent_at).total_seconds() >= rules.repeat_interval
+
+
+def evaluate(
+    incidents: Mapping[str, Incident], observation: Observation, rules: Rules
+) -> tuple[dict[str, Incident], list[Alert]]:
+    """Fold one observation into the incidents; return the new incidents and the alerts to send."""
+    now = observation.at
+    active, seen = conditions(observation, rules)
+    result: dict[str, Incident] = {}
+    alerts: list[Alert] = []
+    for key, condition in active.items():
+        incident = incidents.get(key) or Incident(
+            key=key,
+            severity=condition.severity,
+            summary=condition.summary,
+            first_seen=now,
+            began_at=condition.began_at or now,
+            details=dict(condition.details),  # what was true when it was first seen
+            min_duration=condition.min_duration,
+        )
+        if incident.opened_at is None:
+            if (now - incident.first_seen).total_seconds() >= max(rules.grace, incident.min_duration):
+                incident = replace(incident, opened_at=now, last_sent_at=now)
+                alerts.append(_alert(incident, "trigger", now, rules, {}))
+        elif _repeat_due(incident, now, rules):
+            incident = replace(incident, last_sent_at=now)
+            opened = incident.opened_at or now
+            open_for = round((now - opened).total_seconds())
+            alerts.append(_alert(incident, "repeat", now, rules, {"open_for_seconds": open_for}))
+        result[key] = incident
+    for key, incident in incidents.items():
+        if key in active:
+            continue
+        if not seen and key not in VIEW_KEYS:
+            result[key] = incident  # cannot tell: keep as it is
+        elif incident.opened_at is not None:
+            lasted = round((now - incident.began_at).total_seconds())
+            alerts.append(
+                _alert(
+                    incident,
+                    "resolve",
+                    now,
+                    rules,
+                    {"resolved_at": now.isoformat(), "lasted_seconds": lasted},
+                )
+            )
+    return result, alerts

@@ -1,0 +1,90 @@
+"""The watchdog's memory: incidents (pending and open) in a JSON file, replaced atomically.
+
+Restarting the watchdog must not page again for an incident already paged, nor forget to
+resolve it, nor restart a grace period. A state file that cannot be parsed is moved aside
+(``.corrupt-<time>``) and logged; watching goes on from an empty state rather than not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow_crashsafe.alerting.outbox import atomic_write_text
+from airflow_crashsafe.watchdog.rules import Incident
+
+__all__ = ["StateFile"]
+
+log = logging.getLogger(__name__)
+VERSION = 1
+
+
+def _dump(incident: Incident) -> dict[str, Any]:
+    def iso(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "key": incident.key,
+        "severity": incident.severity,
+        "summary": incident.summary,
+        "first_seen": iso(incident.first_seen),
+        "began_at": iso(incident.began_at),
+        "details": incident.details,
+        "min_duration": incident.min_duration,
+        "opened_at": iso(incident.opened_at),
+        "last_sent_at": iso(incident.last_sent_at),
+    }
+
+
+def _load(data: Mapping[str, Any]) -> Incident:
+    def dt(value: Any) -> datetime | None:
+        return datetime.fromisoformat(value) if value else None
+
+    first_seen = dt(data["first_seen"])
+    began_at = dt(data["began_at"])
+    if first_seen is None or began_at is None:
+        raise ValueError("first_seen and began_at are required")
+    return Incident(
+        key=str(data["key"]),
+        severity=str(data["severity"]),
+        summary=str(data["summary"]),
+        first_seen=first_seen,
+        began_at=began_at,
+        details=dict(data.get("details") or {}),
+        min_duration=float(data.get("min_duration", 0.0)),
+        opened_at=dt(data.get("opened_at")),
+        last_sent_at=dt(data.get("last_sent_at")),
+    )
+
+
+class StateFile:
+    """``load()`` and ``save()`` the incidents at ``path``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, Incident]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("version") != VERSION:
+                raise ValueError(f"expected an object with version {VERSION}")
+            return {key: _load(value) for key, value in data["incidents"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+            os.replace(self.path, aside)
+            log.error("watchdog state %s unreadable (%s); moved to %s, starting empty", self.path, exc, aside)
+            return {}
+
+    def save(self, incidents: Mapping[str, Incident]) -> None:
+        data = {"version": VERSION, "incidents": {key: _dump(i) for key, i in sorted(incidents.items())}}
+        atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,139 @@
+"""The `watch` subcommand: configuration errors exit 2, --once polls, metrics, clean SIGTERM stop."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import requests
+
+from airflow_crashsafe.watchdog import cli
+from airflow_crashsafe.watchdog.state import StateFile
+from tests.support.httpserver import Reply, serve
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def healthy() -> dict[str, object]:
+    now = datetime.now(timezone.utc).isoformat()
+    return {
+        "metadatabase": {"status": "healthy"},
+        "scheduler": {"status": "healthy", "latest_scheduler_heartbeat": now},
+        "triggerer": {"status": None, "latest_triggerer_heartbeat": None},
+        "dag_processor": {"status": "healthy", "latest_dag_processor_heartbeat": now},
+    }
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ('[[sinks]]\ntype = "teams"\n', "'type' must be one of"),
+        ('[[sinks]]\ntype = "slack"\nurl_env = "CRASHSAFE_TEST_UNSET"\n', "CRASHSAFE_TEST_UNSET"),
+        ("[watch]\nintervall = 5\n", "unknown [watch] option"),
+        ('[watch]\ninterval = "soon"\n', "interval must be a number"),
+        ("[watch\n", "not valid"),
+        ('[watch]\ncanary_dag_id = "c"\n', "canary_max_age"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str, needle: str
+) -> None:
+    """Each configuration mistake exits 2 with a message that names it."""
+    path = tmp_path / "watch.toml"
+    path.write_text(config)
+    assert cli.run(parse("--config", str(path), "--state-dir", str(tmp_path), "--once")) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_missing_config_file_and_env_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing config file or an unset *_env variable exits 2."""
+    assert cli.run(parse("--config", str(tmp_path / "nope.toml"), "--once")) == 2
+    assert cli.run(parse("--db-url-env", "CRASHSAFE_TEST_UNSET", "--once")) == 2
+    err = capsys.readouterr().err
+    assert "cannot read config file" in err
+    assert "CRASHSAFE_TEST_UNSET" in err
+
+
+def test_once_healthy_exits_0_and_json_config_sends_to_webhook(tmp_path: Path) -> None:
+    """--once against a healthy api-server exits 0; against a dead one exits 1 and delivers the alert."""
+    with serve(lambda _r: Reply(200, healthy())) as airflow, serve() as hook:
+        config = tmp_path / "watch.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "watch": {"api_url": airflow.url, "grace": 0},
+                    "sinks": [{"type": "webhook", "url": hook.url + "/h"}],
+                }
+            )
+        )
+        assert cli.run(parse("--config", str(config), "--state-dir", str(tmp_path), "--once")) == 0
+        body = healthy()
+        body["scheduler"] = {"status": "unhealthy", "latest_scheduler_heartbeat": None}
+        airflow.answer(lambda _r: Reply(200, body))
+        assert cli.run(parse("--config", str(config), "--state-dir", str(tmp_path), "--once")) == 1
+    assert [r.json()["event"] for r in hook.requests] == ["trigger"]
+    assert "scheduler_dead" in StateFile(tmp_path / "state.json").load()
+
+
+def test_sigterm_stops_the_loop_and_metrics_are_served(tmp_path: Path) -> None:
+    """The loop serves Prometheus metrics and returns 0 promptly on SIGTERM."""
+    with serve(lambda _r: Reply(200, healthy())) as airflow:
+        args = parse(
+            "--api-url",
+            airflow.url,
+            "--state-dir",
+            str(tmp_path),
+            "--interval",
+            "0.05",
+            "--metrics-port",
+            "0",
+        )
+        result: list[int] = []
+        # Our own handler first: a SIGTERM arriving after run() returned must not kill pytest.
+        previous = signal.signal(signal.SIGTERM, lambda *_: None)
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+        timer.start()
+        try:
+            result.append(cli.run(args))
+        finally:
+            timer.cancel()
+            timer.join()
+            signal.signal(signal.SIGTERM, previous)
+    assert result == [0]
+
+
+def test_metrics_render_and_serve(tmp_path: Path) -> None:
+    """The metrics endpoint answers the exposition text of the last poll."""
+    from airflow_crashsafe.watchdog.health import parse_health
+    from airflow_crashsafe.watchdog.metrics import MetricsServer, render
+    from airflow_crashsafe.watchdog.rules import Rules
+
+    observation = parse_health(healthy(), datetime.now(timezone.utc))
+    server = MetricsServer("127.0.0.1", 0)
+    server.start()
+    try:
+        server.update(render(observation, {}, Rules(), outbox_pending=2, sink_failures={"pd": 3}))
+        text = requests.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
+    finally:
+        server.stop()
+    assert 'crashsafe_watchdog_component_alive{component="scheduler"} 1' in text
+    assert "crashsafe_watchdog_outbox_pending 2" in text
+    assert 'crashsafe_watchdog_sink_failures_total{sink="pd"} 3' in text
+
+
+def test_corrupt_state_is_moved_aside(tmp_path: Path) -> None:
+    """An unreadable state file is kept aside and the watchdog starts empty instead of dying."""
+    state = tmp_path / "state.json"
+    state.write_text("{not json")
+    assert StateFile(state).load() == {}
+    assert [p.name.startswith("state.json.corrupt-") for p in tmp_path.iterdir()] == [True]
