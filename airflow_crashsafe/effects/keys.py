@@ -12,12 +12,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from jinja2 import pass_context
-
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.identity import Slot, current_context, slot_from_context
 
-__all__ = ["KEY_NAMESPACE", "derive_key", "idempotency_key", "idempotency_key_macro"]
+__all__ = ["KEY_NAMESPACE", "derive_key", "idempotency_key"]
 
 #: Fixed namespace of every key crashsafe derives; changing it would re-send every call.
 KEY_NAMESPACE = uuid.UUID("6d1c3a52-6f0e-5b7a-9a43-63726173687f")
@@ -46,11 +44,3 @@ def idempotency_key(
     """The idempotency key of ``target`` for the running task (or ``context``), as a UUID string."""
     ctx = current_context(context)
     return derive_key(slot_from_context(ctx, slot_partition), target, version)
-
-
-@pass_context  # Jinja hands the template's context to the macro: Airflow renders before execute()
-def idempotency_key_macro(jinja_context: Any, target: str, version: int = 1) -> str:
-    """``{{ macros.crashsafe.idempotency_key('payouts') }}``: the key, from the template's context."""
-    context = {"ti": jinja_context["ti"], "dag_run": jinja_context["dag_run"]}
-    return idempotency_key(target, context=context, version=version)
-

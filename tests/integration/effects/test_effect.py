@@ -1,0 +1,67 @@
+"""effect(): the ledger for any side effect in TaskFlow code."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_crashsafe.effects import effect
+from airflow_crashsafe.errors import CrashsafeError, IdempotencyConflict, OutcomeUnknown
+from airflow_crashsafe.store.store import Store
+from airflow_crashsafe.testing import fake_context
+
+pytestmark = pytest.mark.integration
+
+
+def ctx(try_number: int) -> dict:
+    return fake_context(dag_id="crm", task_id="welcome_email", try_number=try_number)
+
+
+def test_retry_after_done_skips_the_block_and_returns_the_result(store: Store) -> None:
+    """The work runs once; a retry gets the recorded result back without running it."""
+    sent: list[str] = []
+    for try_number in (1, 2, 3):
+        with effect("welcome-email", context=ctx(try_number), payload={"to": "ada@example.com"}) as fx:
+            if fx.pending:
+                sent.append(fx.key)
+                fx.done({"message_id": "m-1"})
+        assert fx.result == {"message_id": "m-1"}
+    assert len(sent) == 1
+
+
+def test_block_that_raises_leaves_outcome_unknown(store: Store) -> None:
+    """A block that fails may have acted: the next try stops with OutcomeUnknown by default."""
+    with pytest.raises(RuntimeError), effect("welcome-email", context=ctx(1), payload=1) as fx:
+        assert fx.pending
+        raise RuntimeError("smtp hung up")
+    with pytest.raises(OutcomeUnknown, match="welcome-email"):
+        with effect("welcome-email", context=ctx(2), payload=1):
+            pytest.fail("the block must not run")
+
+
+def test_resend_policy_runs_the_block_again_after_unknown(store: Store) -> None:
+    """With on_unknown_outcome='resend' the block runs again, with the same key."""
+    keys = []
+    with pytest.raises(RuntimeError), effect("sms", context=ctx(1), payload=1) as fx:
+        keys.append(fx.key)
+        raise RuntimeError("timeout")
+    with effect("sms", context=ctx(2), payload=1, on_unknown_outcome="resend") as fx:
+        assert fx.pending
+        keys.append(fx.key)
+        fx.done("ok")
+    assert keys[0] == keys[1]
+
+
+def test_payload_change_is_a_conflict(store: Store) -> None:
+    """Another payload under the same key is refused before the block runs."""
+    with effect("sms", context=ctx(1), payload={"text": "hi"}) as fx:
+        fx.done()
+    with pytest.raises(IdempotencyConflict), effect("sms", context=ctx(2), payload={"text": "bye"}):
+        pytest.fail("the block must not run")
+
+
+def test_done_twice_is_an_error(store: Store) -> None:
+    """Calling done() twice is a programming error, said plainly."""
+    with effect("sms", context=ctx(1), payload=None) as fx:
+        fx.done()
+        with pytest.raises(CrashsafeError, match="already done"):
+            fx.done()
