@@ -11,7 +11,14 @@ import functools
 import os
 from pathlib import Path
 
-__all__ = ["OPTIONS", "embedded_store_path", "reset_cache", "store_conn_id", "store_timeout_seconds"]
+__all__ = [
+    "OPTIONS",
+    "embedded_store_path",
+    "ledger_retention_days",
+    "reset_cache",
+    "store_conn_id",
+    "store_timeout_seconds",
+]
 
 #: Options declared in provider info (``config`` section) and read here. Keep the two in step.
 OPTIONS: dict[str, dict[str, str | None]] = {
@@ -30,6 +37,14 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "string",
         "example": "/opt/airflow/crashsafe.db",
         "default": "",
+        "version_added": "0.1.0",
+    },
+    "ledger_retention_days": {
+        "description": "How many days idempotency-ledger entries are kept; `airflow-crashsafe "
+        "ledger prune` deletes older ones. A retry later than this re-sends its call.",
+        "type": "integer",
+        "example": "30",
+        "default": "30",
         "version_added": "0.1.0",
     },
     "store_timeout_seconds": {
@@ -75,7 +90,13 @@ def store_timeout_seconds() -> float:
     return float(_get("store_timeout_seconds"))
 
 
+@functools.cache
+def ledger_retention_days() -> int:
+    """Days an idempotency-ledger entry is kept."""
+    return int(_get("ledger_retention_days"))
+
+
 def reset_cache() -> None:
     """Forget cached option values (tests change the environment between cases)."""
-    for accessor in (store_conn_id, embedded_store_path, store_timeout_seconds):
+    for accessor in (store_conn_id, embedded_store_path, store_timeout_seconds, ledger_retention_days):
         accessor.cache_clear()
