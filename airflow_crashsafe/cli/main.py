@@ -1,0 +1,89 @@
+"""The ``airflow-crashsafe`` console script.
+
+Subcommands import what they need only when they run, so ``--help`` and ``db migrate`` work
+without the drill's dependencies, and a missing optional part fails with one clear line.
+
+Exit codes: 0 success, 2 usage error or :class:`~airflow_crashsafe.errors.CrashsafeError`,
+otherwise whatever the subcommand returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from airflow_crashsafe.errors import CrashsafeError
+
+__all__ = ["build_parser", "main"]
+
+PROG = "airflow-crashsafe"
+EXIT_ERROR = 2
+DRILL_MODULE = "airflow_crashsafe.drill.cli"
+
+
+class CommandUnavailable(CrashsafeError):
+    """A subcommand's module cannot be imported in this installation."""
+
+
+def _import_drill() -> ModuleType:
+    import importlib
+
+    try:
+        return importlib.import_module(DRILL_MODULE)
+    except ImportError as exc:
+        raise CommandUnavailable(
+            f"the crash drill is not available in this installation ({DRILL_MODULE}: {exc}); "
+            "reinstall airflow-crashsafe or run it from a checkout with ./dev drill"
+        ) from exc
+
+
+def _db_migrate(args: argparse.Namespace) -> int:
+    from airflow_crashsafe.store import open_store
+
+    store = open_store()
+    try:
+        version = store.migrate()
+    finally:
+        store.close()
+    print(f"crashsafe store schema version {version}")
+    return 0
+
+
+def _drill(args: argparse.Namespace) -> int:
+    return int(_import_drill().run(args))
+
+
+def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
+    """Build the argument parser; ``with_drill`` imports the drill to add its arguments."""
+    parser = argparse.ArgumentParser(prog=PROG, description="airflow-crashsafe administration.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    db = commands.add_parser("db", help="manage the crashsafe store")
+    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
+    migrate = db_commands.add_parser("migrate", help="create or upgrade the crashsafe store's tables")
+    migrate.set_defaults(handler=_db_migrate)
+
+    drill = commands.add_parser("drill", help="run the crash drill (kill the scheduler mid-run, report)")
+    drill.set_defaults(handler=_drill)
+    if with_drill:
+        _import_drill().add_arguments(drill)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser(with_drill=args_list[:1] == ["drill"])
+        args = parser.parse_args(args_list)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except CrashsafeError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""The Airflow plugin (entry point ``airflow.plugins``).
+
+Airflow imports this module in every component, so it does no work at import time: no database,
+no configuration read. Listeners and the FastAPI app are attached here as they are built.
+"""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+__all__ = ["CrashsafePlugin"]
+
+
+class CrashsafePlugin(AirflowPlugin):
+    """Registers airflow-crashsafe with Airflow; registered once, through the entry point only."""
+
+    name = "crashsafe"

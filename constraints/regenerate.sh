@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Regenerate the lock constraints/py<major>.<minor>.txt for the Python that runs this script.
+#
+# It resolves the package's complete tree from scratch: a clean venv in a temp dir,
+# `pip install -e '<repo>[dev]' apache-airflow==$AIRFLOW_VERSION` with no constraints of ours, then
+# `pip freeze --exclude-editable` (airflow-crashsafe itself is not pinned).
+#
+#   constraints/regenerate.sh                          # this machine's python3, Airflow 3.3.2
+#   PYTHON=python3.12 constraints/regenerate.sh        # the lock for another Python
+#   AIRFLOW_VERSION=3.3.3 constraints/regenerate.sh    # move the locked Airflow
+set -euo pipefail
+
+AIRFLOW_VERSION="${AIRFLOW_VERSION:-3.3.2}"
+PYTHON="${PYTHON:-python3}"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+out="$repo/constraints/py$pyver.txt"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+"$PYTHON" -m venv "$tmp/venv"
+"$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -e "${repo}[dev]" "apache-airflow==$AIRFLOW_VERSION"
+"$tmp/venv/bin/python" -m pip check
+pip_version="$("$tmp/venv/bin/python" -m pip --version | cut -d' ' -f2)"
+
+{
+    echo "# Lock for airflow-crashsafe on Python $pyver with apache-airflow==$AIRFLOW_VERSION."
+    echo "# Produced by constraints/regenerate.sh (pip $pip_version, $(date -u +%Y-%m-%d)): a clean venv,"
+    echo "# pip install -e '.[dev]' apache-airflow==$AIRFLOW_VERSION, then pip freeze --exclude-editable."
+    echo "# Used by ./dev as: pip install -c constraints/py$pyver.txt -e '.[dev]'."
+    echo "# Regenerate after changing dependencies in pyproject.toml: constraints/regenerate.sh"
+    "$tmp/venv/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check \
+        | grep -v -i '^airflow-crashsafe[ =@]'
+} >"$out.tmp"
+mv "$out.tmp" "$out"
+echo "wrote $out ($(grep -vc '^#' "$out") pins)"

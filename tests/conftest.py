@@ -1,0 +1,102 @@
+"""Session-wide test set-up and the fixtures every test may use.
+
+Fixtures: ``postgres_server_url`` (session; admin URL of a real PostgreSQL), ``postgres_url`` (a
+fresh database for one test, dropped afterwards), ``sqlite_url`` (a temp SQLite file) and
+``airflow_conn`` (sets ``AIRFLOW_CONN_<ID>`` for one test).
+
+``AIRFLOW_HOME`` is pointed at a temp dir here, at import time, because Airflow reads it once when
+first imported and must never touch ``~/airflow`` from a test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+
+if "airflow" in sys.modules:  # pragma: no cover - would defeat the isolation below
+    raise RuntimeError("airflow was imported before tests/conftest.py could isolate AIRFLOW_HOME")
+
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="crashsafe-airflow-home-")
+os.environ["AIRFLOW_HOME"] = _AIRFLOW_HOME
+# Airflow's example DAGs and example plugins are noise in every test that loads DAGs or plugins.
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+# AIRFLOW__CORE__UNIT_TEST_MODE is deliberately not set: in 3.3.2 it swaps in Airflow's own
+# unit_tests.cfg (load_examples=True, Airflow's test DAG folders) and only relaxes the
+# "execute() called outside the task runner" check, which merely logs a warning by default.
+
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.support.postgres import PostgresUnavailable, drop_database, make_database, start_cluster  # noqa: E402
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_crashsafe_config() -> Iterator[None]:
+    """Each test reads ``[crashsafe]`` options afresh (tests change them through the environment)."""
+    from airflow_crashsafe import config
+
+    config.reset_cache()
+    yield
+    config.reset_cache()
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """Admin URL of a real PostgreSQL: ``$CRASHSAFE_TEST_POSTGRES_URL``, else a throwaway cluster."""
+    configured = os.environ.get("CRASHSAFE_TEST_POSTGRES_URL")
+    if configured:
+        yield configured
+        return
+    try:
+        cluster = start_cluster()
+    except PostgresUnavailable as exc:
+        if _in_ci():
+            pytest.fail(f"CI needs PostgreSQL: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    try:
+        yield cluster.admin_url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """URL of a new, empty database made for this test alone; dropped when the test ends."""
+    url = make_database(postgres_server_url)
+    try:
+        yield url
+    finally:
+        drop_database(postgres_server_url, url)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """``sqlite:////abs/path`` of a SQLite file (not yet created) in this test's temp dir."""
+    return f"sqlite:///{tmp_path / 'test.db'}"
+
+
+@pytest.fixture
+def airflow_conn(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], str]:
+    """Factory ``airflow_conn(conn_id, url) -> conn_id`` defining an Airflow connection for one test.
+
+    ``url`` is Airflow's URI form: ``postgresql://user:pass@host:port/db`` (conn_type postgres) or
+    ``sqlite:////abs/path.db`` (conn_type sqlite; Airflow puts the path in ``schema``).
+    """
+
+    def define(conn_id: str, url: str) -> str:
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", url)
+        return conn_id
+
+    return define

@@ -1,0 +1,210 @@
+"""The airflow-crashsafe command line: argument handling, delegation and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_crashsafe.cli import main as cli
+from airflow_crashsafe.errors import ConfigurationError, CrashsafeError, StoreError
+
+FAKE_DRILL = "tests_fake_drill_cli"
+
+
+@pytest.fixture
+def fake_drill(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A stand-in for airflow_crashsafe.drill.cli with add_arguments(parser) and run(args)."""
+    module = types.ModuleType(FAKE_DRILL)
+    module.calls = []  # type: ignore[attr-defined]
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--outage-seconds", type=int, default=45)
+
+    def run(args: object) -> int:
+        module.calls.append(args)
+        return 7
+
+    module.add_arguments = add_arguments  # type: ignore[attr-defined]
+    module.run = run  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, FAKE_DRILL, module)
+    monkeypatch.setattr(cli, "DRILL_MODULE", FAKE_DRILL)
+    return module
+
+
+@pytest.fixture
+def fresh_store() -> Iterator[None]:
+    """open_store() caches per process; each test starts and ends without a cached store."""
+    from airflow_crashsafe.store import reset_store_cache
+
+    reset_store_cache()
+    yield
+    reset_store_cache()
+
+
+def _exit_code(run: Callable[[], int]) -> int:
+    try:
+        return run()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Running without a subcommand exits 2 with argparse's usage message."""
+    assert _exit_code(lambda: cli.main([])) == 2
+    assert "usage: airflow-crashsafe" in capsys.readouterr().err
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown subcommand exits 2."""
+    assert _exit_code(lambda: cli.main(["bogus"])) == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_db_without_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`db` alone exits 2 and names the missing DB_COMMAND."""
+    assert _exit_code(lambda: cli.main(["db"])) == 2
+    assert "DB_COMMAND" in capsys.readouterr().err
+
+
+def test_help_does_not_import_the_drill(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--help` works even when the drill module cannot be imported."""
+    monkeypatch.setattr(cli, "DRILL_MODULE", "airflow_crashsafe.no_such_drill")
+    assert _exit_code(lambda: cli.main(["--help"])) == 0
+
+
+def test_drill_delegates_arguments_and_exit_code(fake_drill: types.ModuleType) -> None:
+    """`drill ARGS` parses with the drill's add_arguments and returns the drill's run() result."""
+    assert cli.main(["drill", "--outage-seconds", "5"]) == 7
+    (args,) = fake_drill.calls
+    assert args.outage_seconds == 5
+
+
+def test_drill_rejects_arguments_it_does_not_declare(fake_drill: types.ModuleType) -> None:
+    """Arguments the drill did not declare are a usage error (exit 2), and the drill does not run."""
+    assert _exit_code(lambda: cli.main(["drill", "--no-such-flag"])) == 2
+    assert fake_drill.calls == []
+
+
+def test_missing_drill_is_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the drill module, `drill` exits 2 with one line naming the missing module."""
+    monkeypatch.setattr(cli, "DRILL_MODULE", "airflow_crashsafe.no_such_drill")
+    assert cli.main(["drill"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("airflow-crashsafe: error: the crash drill is not available")
+    assert "airflow_crashsafe.no_such_drill" in err
+    assert err.count("\n") == 1
+
+
+def test_crashsafe_error_exits_2_with_one_line(
+    fake_drill: types.ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CrashsafeError from a command prints `airflow-crashsafe: error: <message>` and exits 2."""
+
+    def fail(args: object) -> int:
+        raise ConfigurationError("connection 'x' is not PostgreSQL; fix it")
+
+    monkeypatch.setattr(fake_drill, "run", fail)
+    assert cli.main(["drill"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "airflow-crashsafe: error: connection 'x' is not PostgreSQL; fix it\n"
+    assert captured.out == ""
+
+
+def test_other_errors_are_not_swallowed(
+    fake_drill: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Errors that are not CrashsafeError propagate (a traceback is the right report for a bug)."""
+
+    def fail(args: object) -> int:
+        raise ZeroDivisionError
+
+    monkeypatch.setattr(fake_drill, "run", fail)
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["drill"])
+
+
+def test_db_migrate_store_error_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A StoreError during `db migrate` exits 2 and still closes the store."""
+    import airflow_crashsafe.store
+
+    closed: list[bool] = []
+
+    class BrokenStore:
+        def migrate(self) -> int:
+            raise StoreError("store unreachable; check [crashsafe] conn_id")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    monkeypatch.setattr(airflow_crashsafe.store, "open_store", BrokenStore)
+    assert cli.main(["db", "migrate"]) == 2
+    assert (
+        capsys.readouterr().err == "airflow-crashsafe: error: store unreachable; check [crashsafe] conn_id\n"
+    )
+    assert closed == [True]
+
+
+@pytest.mark.usefixtures("fresh_store")
+def test_db_migrate_creates_embedded_sqlite_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a store connection, `db migrate` creates the embedded SQLite store and prints its version."""
+    path = tmp_path / "embedded.db"
+    monkeypatch.delenv("AIRFLOW_CONN_CRASHSAFE_DEFAULT", raising=False)
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__EMBEDDED_PATH", str(path))
+
+    assert cli.main(["db", "migrate"]) == 0
+    last_line = capsys.readouterr().out.splitlines()[-1]  # Airflow's log lines also go to stdout
+    assert last_line.startswith("crashsafe store schema version ")
+    assert int(last_line.split()[-1]) >= 1
+    assert path.exists()
+
+
+@pytest.mark.usefixtures("fresh_store")
+def test_db_migrate_uses_store_connection(
+    sqlite_url: str,
+    airflow_conn: Callable[[str, str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`db migrate` migrates the store named by [crashsafe] conn_id, and running it twice is a no-op."""
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__CONN_ID", airflow_conn("cli_store", sqlite_url))
+
+    assert cli.main(["db", "migrate"]) == 0
+    first = capsys.readouterr().out.splitlines()[-1]
+    assert cli.main(["db", "migrate"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == first
+    assert Path(sqlite_url.removeprefix("sqlite:///")).exists()
+
+
+def test_console_script_reports_crashsafe_errors(tmp_path: Path) -> None:
+    """The installed `airflow-crashsafe` script exits 2 with one stderr line for a misconfigured store."""
+    script = Path(sys.executable).parent / "airflow-crashsafe"
+    env = {
+        **os.environ,
+        "AIRFLOW__CRASHSAFE__CONN_ID": "cli_bad_store",
+        "AIRFLOW_CONN_CLI_BAD_STORE": "http://example.invalid",
+    }
+    result = subprocess.run(
+        [str(script), "db", "migrate"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 2, result
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("airflow-crashsafe: error: ")
+    assert "Traceback" not in result.stderr
+
+
+def test_crashsafe_error_is_the_base_of_cli_errors() -> None:
+    """The drill-unavailable error is a CrashsafeError, so callers can catch one type."""
+    assert issubclass(cli.CommandUnavailable, CrashsafeError)

@@ -1,0 +1,183 @@
+"""How the package presents itself to Airflow: entry points, provider info, plugin, public names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DIST = "airflow-crashsafe"
+EXPECTED_ALL = ["CrashsafeError", "FencedOut", "IdempotencyConflict", "fenced_transaction", "__version__"]
+
+
+def _own_entry_points(group: str) -> list[metadata.EntryPoint]:
+    return [ep for ep in metadata.entry_points(group=group) if ep.value.startswith("airflow_crashsafe")]
+
+
+def _run_python(code: str, airflow_home: Path) -> Any:
+    """Run ``code`` in a fresh interpreter with its own AIRFLOW_HOME; it prints one JSON line last."""
+    env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    airflow_home.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _files_under(root: Path) -> set[str]:
+    return {str(path.relative_to(root)) for path in root.rglob("*")}
+
+
+def test_provider_entry_point_resolves_to_get_provider_info() -> None:
+    """The apache_airflow_provider entry point loads airflow_crashsafe.provider_info.get_provider_info."""
+    from airflow_crashsafe.provider_info import get_provider_info
+
+    (entry_point,) = _own_entry_points("apache_airflow_provider")
+    assert entry_point.name == "provider_info"
+    assert entry_point.dist is not None
+    assert entry_point.dist.name == DIST
+    assert entry_point.load() is get_provider_info
+
+
+def test_plugin_entry_point_resolves_to_plugin_class() -> None:
+    """The airflow.plugins entry point `crashsafe` loads CrashsafePlugin."""
+    from airflow_crashsafe.plugin import CrashsafePlugin
+
+    (entry_point,) = _own_entry_points("airflow.plugins")
+    assert entry_point.name == "crashsafe"
+    assert entry_point.load() is CrashsafePlugin
+
+
+def test_console_script_entry_point_resolves_to_cli_main() -> None:
+    """The airflow-crashsafe console script runs airflow_crashsafe.cli.main:main."""
+    from airflow_crashsafe.cli.main import main
+
+    (entry_point,) = [ep for ep in metadata.entry_points(group="console_scripts") if ep.name == DIST]
+    assert entry_point.load() is main
+
+
+def test_provider_info_declares_crashsafe_options() -> None:
+    """Provider info declares every [crashsafe] option of config.OPTIONS and nothing else."""
+    from airflow_crashsafe.config import OPTIONS
+    from airflow_crashsafe.provider_info import get_provider_info
+
+    info = get_provider_info()
+    assert info["package-name"] == DIST
+    assert set(info["config"]) == {"crashsafe"}
+    assert info["config"]["crashsafe"]["options"] == OPTIONS
+
+
+def test_readme_documents_every_option() -> None:
+    """README's [crashsafe] options table has one row per option in config.OPTIONS, with its default."""
+    from airflow_crashsafe.config import OPTIONS
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in readme.splitlines() if line.startswith("| `")}
+    assert set(rows) == set(OPTIONS)
+    for name, option in OPTIONS.items():
+        assert f"`{option['default']}`" in rows[name] or not option["default"], name
+
+
+def test_provider_info_is_valid_against_airflow_schema() -> None:
+    """Provider info validates against the provider_info schema shipped with the installed Airflow."""
+    import airflow
+    import jsonschema  # type: ignore[import-untyped]
+
+    from airflow_crashsafe.provider_info import get_provider_info
+
+    schema_path = Path(airflow.__file__).parent / "provider_info.schema.json"
+    jsonschema.validate(get_provider_info(), json.loads(schema_path.read_text()))
+
+
+def test_provider_info_version_matches_distribution() -> None:
+    """The version in provider info is the installed distribution's version."""
+    import airflow_crashsafe
+    from airflow_crashsafe.provider_info import get_provider_info
+
+    assert get_provider_info()["versions"] == [metadata.version(DIST)]
+    assert airflow_crashsafe.__version__ == metadata.version(DIST)
+
+
+def test_plugin_is_registered_exactly_once() -> None:
+    """Only the entry point registers the plugin: one airflow.plugins entry, no provider-info `plugins`."""
+    from airflow_crashsafe.provider_info import get_provider_info
+
+    assert len(_own_entry_points("airflow.plugins")) == 1
+    assert "plugins" not in get_provider_info()
+
+
+def test_airflow_plugins_manager_loads_plugin_once(tmp_path: Path) -> None:
+    """Airflow's plugins manager loads `crashsafe` exactly once, from the entry point, without errors."""
+    loaded = _run_python(
+        """
+        import json
+        from airflow import plugins_manager
+        plugins_manager.ensure_plugins_loaded()
+        infos = plugins_manager.get_plugin_info()
+        print(json.dumps({
+            "names": [info["name"] for info in infos],
+            "sources": [str(info["source"]) for info in infos if info["name"] == "crashsafe"],
+            "errors": plugins_manager.get_import_errors(),
+        }))
+        """,
+        tmp_path / "home",
+    )
+    assert loaded["names"].count("crashsafe") == 1
+    assert loaded["errors"] == {}
+    (source,) = loaded["sources"]
+    assert "airflow_crashsafe.plugin:CrashsafePlugin" in source
+
+
+def test_airflow_reads_crashsafe_config_defaults(tmp_path: Path) -> None:
+    """Airflow's providers manager registers the [crashsafe] section with its defaults."""
+    loaded = _run_python(
+        """
+        import json
+        from airflow.providers_manager import ProvidersManager
+        ProvidersManager().initialize_providers_configuration()
+        from airflow.configuration import conf
+        print(json.dumps({key: conf.get("crashsafe", key) for key in ("conn_id", "store_timeout_seconds")}))
+        """,
+        tmp_path / "home",
+    )
+    assert loaded == {"conn_id": "crashsafe_default", "store_timeout_seconds": "10"}
+
+
+def test_public_names_are_exact() -> None:
+    """airflow_crashsafe.__all__ is exactly the documented public surface."""
+    import airflow_crashsafe
+
+    assert sorted(airflow_crashsafe.__all__) == sorted(EXPECTED_ALL)
+    for name in EXPECTED_ALL:
+        assert hasattr(airflow_crashsafe, name), name
+
+
+@pytest.mark.parametrize("module", ["airflow_crashsafe.plugin", "airflow_crashsafe.operators.sql"])
+def test_import_opens_no_database(module: str, tmp_path: Path) -> None:
+    """Importing the module loads no PostgreSQL driver and creates no file beyond `import airflow`'s."""
+    probe = """
+        import json, sys
+        import airflow
+        {import_line}
+        print(json.dumps(sorted(m for m in ("psycopg", "psycopg2") if m in sys.modules)))
+    """
+    baseline_home, module_home = tmp_path / "baseline", tmp_path / "module"
+    _run_python(probe.format(import_line="pass"), baseline_home)
+    drivers = _run_python(probe.format(import_line=f"import {module}"), module_home)
+
+    assert drivers == []
+    assert _files_under(module_home) == _files_under(baseline_home)
+    assert not list(module_home.rglob("*.db"))
