@@ -58,8 +58,9 @@ class FencedOut(CrashsafeError):
     two deliveries of the same try). Nothing it wrote is visible; the newer attempt's result stands.
     """
 
-    def __init__(self, message: str, *, slot: object = None, token: int | None = None,
-                 newest_token: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, slot: object = None, token: int | None = None, newest_token: int | None = None
+    ) -> None:
         super().__init__(message)
         self.slot = slot
         self.token = token

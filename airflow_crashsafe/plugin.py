@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_crashsafe.macros import MACROS
+
 __all__ = ["CrashsafePlugin"]
 
 
@@ -15,3 +17,5 @@ class CrashsafePlugin(AirflowPlugin):
     """Registers airflow-crashsafe with Airflow; registered once, through the entry point only."""
 
     name = "crashsafe"
+    #: ``{{ macros.crashsafe.idempotency_key('payouts') }}`` in templated fields.
+    macros = MACROS

@@ -34,8 +34,16 @@ def _show(args: argparse.Namespace) -> int:
 def _table(entries: list[LedgerEntry]) -> str:
     header = ("key", "task", "partition", "target", "state", "sends", "replays", "status")
     rows = [header] + [
-        (e.idem_key, e.task_id, e.slot_partition, e.target, e.state, str(e.send_count),
-         str(e.replay_count), "" if e.response_status is None else str(e.response_status))
+        (
+            e.idem_key,
+            e.task_id,
+            e.slot_partition,
+            e.target,
+            e.state,
+            str(e.send_count),
+            str(e.replay_count),
+            "" if e.response_status is None else str(e.response_status),
+        )
         for e in entries
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -61,14 +69,19 @@ def _resolve(args: argparse.Namespace) -> int:
             raise ConfigurationError(
                 f"Key {args.key} is {entry.state!r}, not unknown; only unknown outcomes are resolved by hand."
             )
-        ledger.record_outcome(db, args.key, state=state, response_status=None,
-                              result={"resolved_by_hand": state} if args.succeeded else None,
-                              error=None if args.succeeded else "resolved by hand: not sent")
+        ledger.record_outcome(
+            db,
+            args.key,
+            state=state,
+            response_status=None,
+            result={"resolved_by_hand": state} if args.succeeded else None,
+            error=None if args.succeeded else "resolved by hand: not sent",
+        )
     print(f"{args.key}: {state} (a retry now {'replays' if args.succeeded else 'sends again'})")
     return 0
 
 
-def add_arguments(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``ledger`` command group to the console script's subcommands."""
     group = commands.add_parser("ledger", help="show, prune or resolve idempotency-ledger entries")
     sub = group.add_subparsers(dest="ledger_command", metavar="LEDGER_COMMAND", required=True)
@@ -81,8 +94,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:  # type: ignore
     show.set_defaults(handler=_show)
 
     prune = sub.add_parser("prune", help="delete entries older than the retention")
-    prune.add_argument("--older-than-days", type=int, default=None,
-                       help="default: [crashsafe] ledger_retention_days (30)")
+    prune.add_argument(
+        "--older-than-days", type=int, default=None, help="default: [crashsafe] ledger_retention_days (30)"
+    )
     prune.set_defaults(handler=_prune)
 
     resolve = sub.add_parser("resolve", help="record by hand what an unknown outcome came to")

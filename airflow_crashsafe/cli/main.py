@@ -55,6 +55,12 @@ def _drill(args: argparse.Namespace) -> int:
     return int(_import_drill().run(args))
 
 
+def _watch(args: argparse.Namespace) -> int:
+    from airflow_crashsafe.watchdog import cli as watch_cli
+
+    return int(watch_cli.run(args))
+
+
 def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
     """Build the argument parser; ``with_drill`` imports the drill to add its arguments."""
     parser = argparse.ArgumentParser(prog=PROG, description="airflow-crashsafe administration.")
@@ -64,6 +70,17 @@ def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
     migrate = db_commands.add_parser("migrate", help="create or upgrade the crashsafe store's tables")
     migrate.set_defaults(handler=_db_migrate)
+
+    from airflow_crashsafe.cli import ledger
+    from airflow_crashsafe.watchdog import cli as watch_cli  # Airflow-free by design
+
+    ledger.add_arguments(commands)
+
+    watch = commands.add_parser(
+        "watch", help="watch the scheduler's heartbeat from outside Airflow and alert when it stops"
+    )
+    watch_cli.add_arguments(watch)
+    watch.set_defaults(handler=_watch)
 
     drill = commands.add_parser("drill", help="run the crash drill (kill the scheduler mid-run, report)")
     drill.set_defaults(handler=_drill)

@@ -113,8 +113,12 @@ def begin_call(
             )
         if entry.state == "succeeded":
             ledger_sql.mark_replayed(db, key)
-            log.info("crashsafe: %s already succeeded (key %s, %s); replaying its result, not sending.",
-                     target, key, entry.describe_attempt())
+            log.info(
+                "crashsafe: %s already succeeded (key %s, %s); replaying its result, not sending.",
+                target,
+                key,
+                entry.describe_attempt(),
+            )
             return Call(key, slot, target, attempt, issue.token, store, "replay", entry)
         if before is not None and before.state == "conflict":
             raise IdempotencyConflict(
@@ -132,8 +136,12 @@ def begin_call(
                 "honour idempotency keys."
             )
         if resend_of is not None:
-            log.warning("crashsafe: re-sending %s with the same key %s; %s left its outcome unknown.",
-                        target, key, resend_of.describe_attempt())
+            log.warning(
+                "crashsafe: re-sending %s with the same key %s; %s left its outcome unknown.",
+                target,
+                key,
+                resend_of.describe_attempt(),
+            )
         return Call(key, slot, target, attempt, issue.token, store, "send", entry, resend_of)
 
 
@@ -153,7 +161,8 @@ def finish_call(
 ) -> None:
     """Record what the call came to; a success also commits the slot's fence for this attempt."""
     with call.store.transaction() as db:
-        ledger_sql.record_outcome(db, call.key, state=state, response_status=response_status,
-                                  result=result, error=error)
+        ledger_sql.record_outcome(
+            db, call.key, state=state, response_status=response_status, result=result, error=error
+        )
         if state == "succeeded" and call.token is not None:
             fences.commit_token(db, call.slot, _FENCE_PREFIX + call.target, call.attempt, call.token)

@@ -32,7 +32,9 @@ def classify(status: int) -> Answer:
     return "transient"  # 5xx, 408/425/429 and anything unexpected: try again, same key
 
 
-def backoff_seconds(attempt: int, *, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None) -> float:
+def backoff_seconds(
+    attempt: int, *, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None
+) -> float:
     """Full-jitter exponential backoff: uniform in [0, min(cap, base * 2**attempt)]."""
     ceiling = min(cap, base * (2 ** max(0, attempt)))
     return (rng or random).uniform(0, ceiling)
@@ -43,9 +45,7 @@ def redact(value: Any, fields: frozenset[str]) -> Any:
     if not fields:
         return value
     if isinstance(value, Mapping):
-        return {
-            k: REDACTED if str(k).lower() in fields else redact(v, fields) for k, v in value.items()
-        }
+        return {k: REDACTED if str(k).lower() in fields else redact(v, fields) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact(v, fields) for v in value]
     return value

@@ -115,9 +115,19 @@ def _fenced_out(
         log.warning("crashsafe: could not count the rejection on the fence row", exc_info=True)
     newest = newest or fences.read_fence(db, slot, target)
     holder = f"try {newest.issued_try} (ti {newest.issued_ti_id})" if newest else "a newer attempt"
-    _record(store, "fenced_out", slot, target, attempt, token,
-            {"stage": stage, "newest_token": newest.issued_token if newest else None,
-             "newest_try": newest.issued_try if newest else None})
+    _record(
+        store,
+        "fenced_out",
+        slot,
+        target,
+        attempt,
+        token,
+        {
+            "stage": stage,
+            "newest_token": newest.issued_token if newest else None,
+            "newest_try": newest.issued_try if newest else None,
+        },
+    )
     return FencedOut(
         f"Stale attempt {attempt.describe()} of {slot.describe()} (target {target!r}) was fenced "
         f"out at {stage}: {holder} holds the slot. Nothing this attempt wrote was committed; the "
@@ -172,11 +182,22 @@ def fenced_transaction(
         if issue.already_committed is not None:
             log.info(
                 "crashsafe: %s (target %r) is already committed by %s; skipping the work.",
-                slot.describe(), target, issue.already_committed.describe(),
+                slot.describe(),
+                target,
+                issue.already_committed.describe(),
             )
-            _record(store, "skipped_committed", slot, target, attempt, None,
-                    {"committed_try": issue.already_committed.try_number,
-                     "committed_ti_id": issue.already_committed.ti_id})
+            _record(
+                store,
+                "skipped_committed",
+                slot,
+                target,
+                attempt,
+                None,
+                {
+                    "committed_try": issue.already_committed.try_number,
+                    "committed_ti_id": issue.already_committed.ti_id,
+                },
+            )
             yield FencedTransaction(conn, slot, target, attempt, None, issue.already_committed)
             return
         if issue.token is None:
@@ -193,8 +214,13 @@ def fenced_transaction(
         except BaseException:
             conn.rollback()
             raise
-        log.info("crashsafe: committed %s (target %r) as %s, token %s.",
-                 slot.describe(), target, attempt.describe(), token)
+        log.info(
+            "crashsafe: committed %s (target %r) as %s, token %s.",
+            slot.describe(),
+            target,
+            attempt.describe(),
+            token,
+        )
         _record(store, "committed", slot, target, attempt, token, {})
     finally:
         if owns_db:

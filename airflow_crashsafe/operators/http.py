@@ -10,7 +10,7 @@ from __future__ import annotations
 import json as jsonlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
@@ -20,7 +20,6 @@ from airflow_crashsafe.errors import ConfigurationError, ExternalCallFailed, Ide
 
 if TYPE_CHECKING:
     import requests
-
     from airflow.sdk import Context
 
 __all__ = ["IdempotentHttpOperator"]
@@ -50,7 +49,7 @@ class IdempotentHttpOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("endpoint", "json", "data", "headers", "target", "slot_partition")
-    template_fields_renderers = {"json": "json", "data": "py", "headers": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {"json": "json", "data": "py", "headers": "json"}
 
     def __init__(
         self,
@@ -119,31 +118,38 @@ class IdempotentHttpOperator(BaseOperator):
             slot_partition=self.slot_partition,
         )
         if call.action == "replay":
-            self.log.info("Call %s already succeeded (key %s); returning its recorded result.",
-                          call.target, call.key)
+            self.log.info(
+                "Call %s already succeeded (key %s); returning its recorded result.", call.target, call.key
+            )
             return call.replayed_result
         return self._send(call, fields)
 
     def _send(self, call: Call, fields: frozenset[str]) -> Any:
-        from airflow.providers.http.hooks.http import HttpHook
         import requests
+        from airflow.providers.http.hooks.http import HttpHook
 
         hook = HttpHook(method=self.method, http_conn_id=self.http_conn_id)
         session = hook.get_conn(headers=dict(self.headers or {}))
         url = hook.url_from_endpoint(self.endpoint)
         headers = {self.key_header: call.key}
         sends, deadline_409, last_error = 0, time.monotonic() + self.in_progress_wait, ""
+        response: requests.Response | None
         while True:
             record_send(call)
             sends += 1
             try:
-                response = session.request(self.method.upper(), url, json=self.json, data=self.data,
-                                           headers=headers, timeout=self.timeout)
+                response = session.request(
+                    self.method.upper(),
+                    url,
+                    json=self.json,
+                    data=self.data,
+                    headers=headers,
+                    timeout=self.timeout,
+                )
             except (requests.ConnectionError, requests.Timeout) as exc:
                 answer, last_error, response = "transient", f"{type(exc).__name__}", None
             else:
-                answer = classify(response.status_code)
-                last_error = f"HTTP {response.status_code}"
+                answer, last_error = classify(response.status_code), f"HTTP {response.status_code}"
             self.log.info("%s %s (key %s): %s", self.method.upper(), self.endpoint, call.key, last_error)
             if answer == "success" and response is not None:
                 return self._succeeded(call, response, fields)
@@ -162,7 +168,12 @@ class IdempotentHttpOperator(BaseOperator):
                     status=status,
                 )
             if answer == "in_progress" and time.monotonic() < deadline_409:
-                time.sleep(min(backoff_seconds(sends, base=self.backoff_base), max(0.0, deadline_409 - time.monotonic())))
+                time.sleep(
+                    min(
+                        backoff_seconds(sends, base=self.backoff_base),
+                        max(0.0, deadline_409 - time.monotonic()),
+                    )
+                )
                 continue
             if answer != "in_progress" and sends < self.max_sends:
                 time.sleep(backoff_seconds(sends, base=self.backoff_base))
@@ -178,8 +189,12 @@ class IdempotentHttpOperator(BaseOperator):
 
     def _succeeded(self, call: Call, response: requests.Response, fields: frozenset[str]) -> Any:
         if self.response_check is not None and not self.response_check(response):
-            finish_call(call, state="failed", response_status=response.status_code,
-                        error="response_check returned False")
+            finish_call(
+                call,
+                state="failed",
+                response_status=response.status_code,
+                error="response_check returned False",
+            )
             raise ExternalCallFailed(
                 f"{call.target!r} answered HTTP {response.status_code} but response_check rejected it.",
                 status=response.status_code,
@@ -188,7 +203,6 @@ class IdempotentHttpOperator(BaseOperator):
             body: Any = response.json()
         except ValueError:
             body = response.text
-        result = {"status": response.status_code, "key": call.key,
-                  "body": redact(body, fields)}
+        result = {"status": response.status_code, "key": call.key, "body": redact(body, fields)}
         finish_call(call, state="succeeded", response_status=response.status_code, result=result)
         return jsonlib.loads(jsonlib.dumps(result, default=str))

@@ -7,6 +7,7 @@ connections (hooks own them) or, for tests, benchmarks and the drill, straight f
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections.abc import Mapping
@@ -90,10 +91,8 @@ class Db:
             self.raw.interrupt()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a broken connection must not hide what broke it
             self.raw.close()
-        except Exception:  # closing a broken connection must not hide the error that broke it
-            pass
 
 
 def _sqlite(path: str) -> Db:
@@ -151,7 +150,7 @@ def connect_target(conn_id: str) -> Db:
     if conn_type in {"postgres", "postgresql"}:
         from airflow.providers.postgres.hooks.postgres import PostgresHook
 
-        raw = PostgresHook(postgres_conn_id=conn_id).get_conn()
+        raw: Any = PostgresHook(postgres_conn_id=conn_id).get_conn()
         raw.autocommit = False
         return Db(raw, POSTGRES)
     if conn_type == "sqlite":

@@ -32,9 +32,28 @@ __all__ = [
 LEDGER_STATES = ("intent", "succeeded", "failed", "conflict", "unknown")
 
 _FIELDS = (
-    "idem_key", "dag_id", "task_id", "map_index", "slot_partition", "target", "version",
-    "fingerprint", "request", "state", "send_count", "replay_count", "run_id", "try_number",
-    "ti_id", "hostname", "pid", "token", "response_status", "result", "error", "intent_at",
+    "idem_key",
+    "dag_id",
+    "task_id",
+    "map_index",
+    "slot_partition",
+    "target",
+    "version",
+    "fingerprint",
+    "request",
+    "state",
+    "send_count",
+    "replay_count",
+    "run_id",
+    "try_number",
+    "ti_id",
+    "hostname",
+    "pid",
+    "token",
+    "response_status",
+    "result",
+    "error",
+    "intent_at",
     "outcome_at",
 )
 _SELECT = f"SELECT {', '.join(_FIELDS)} FROM crashsafe_ledger"
@@ -169,13 +188,15 @@ def claim(
 
 def mark_sending(db: Db, key: str) -> None:
     """Count one more send of the key, just before the request leaves."""
-    db.execute("UPDATE crashsafe_ledger SET send_count = send_count + 1 WHERE idem_key = %(key)s",
-               {"key": key})
+    db.execute(
+        "UPDATE crashsafe_ledger SET send_count = send_count + 1 WHERE idem_key = %(key)s", {"key": key}
+    )
 
 
 def mark_replayed(db: Db, key: str) -> None:
-    db.execute("UPDATE crashsafe_ledger SET replay_count = replay_count + 1 WHERE idem_key = %(key)s",
-               {"key": key})
+    db.execute(
+        "UPDATE crashsafe_ledger SET replay_count = replay_count + 1 WHERE idem_key = %(key)s", {"key": key}
+    )
 
 
 def record_outcome(
@@ -207,7 +228,8 @@ def record_outcome(
 def list_entries(
     db: Db, *, dag_id: str | None = None, key: str | None = None, limit: int = 200
 ) -> list[LedgerEntry]:
-    where, params = [], {"limit": limit}
+    where: list[str] = []
+    params: dict[str, Any] = {"limit": limit}
     if dag_id is not None:
         where.append("dag_id = %(dag_id)s")
         params["dag_id"] = dag_id

@@ -23,10 +23,17 @@ def fake_context(
 ) -> dict[str, Any]:
     """``{"ti": ..., "dag_run": ...}`` with the attributes crashsafe reads (ARCHITECTURE decision 3)."""
     ti = SimpleNamespace(
-        dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index,
-        try_number=try_number, id=ti_id or str(uuid.uuid4()),
+        dag_id=dag_id,
+        task_id=task_id,
+        run_id=run_id,
+        map_index=map_index,
+        try_number=try_number,
+        id=ti_id or str(uuid.uuid4()),
     )
     dag_run = SimpleNamespace(
-        dag_id=dag_id, run_id=run_id, logical_date=logical_date, clear_number=clear_number,
+        dag_id=dag_id,
+        run_id=run_id,
+        logical_date=logical_date,
+        clear_number=clear_number,
     )
     return {"ti": ti, "dag_run": dag_run, "run_id": run_id}

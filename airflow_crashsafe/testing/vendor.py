@@ -64,16 +64,16 @@ class _Vendor:
     def url(self) -> str:
         assert self._server is not None, "start the vendor first"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> _Vendor:
         vendor = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 vendor._handle(self)
 
-            do_PUT = do_POST  # noqa: N815
+            do_PUT = do_POST
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet test output
                 pass
@@ -98,8 +98,9 @@ class _Vendor:
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
-        request = Received(handler.command, handler.path, dict(handler.headers.items()),
-                           handler.rfile.read(length))
+        request = Received(
+            handler.command, handler.path, dict(handler.headers.items()), handler.rfile.read(length)
+        )
         with self._lock:
             self.received.append(request)
             scripted = self.scripted_statuses.pop(0) if self.scripted_statuses else None
@@ -133,8 +134,6 @@ class _Vendor:
 
     def answer(self, request: Received) -> tuple[int, Any]:
         raise NotImplementedError
-
-
 
 
 class NaiveVendor(_Vendor):

@@ -47,7 +47,9 @@ def main() -> int:
         timeout=10,
     )
     try:
-        result = operator.execute(fake_context(dag_id="payouts", task_id="push_payment", try_number=try_number))
+        result = operator.execute(
+            fake_context(dag_id="payouts", task_id="push_payment", try_number=try_number)
+        )
     except CrashsafeError as exc:
         print(type(exc).__name__)
         return 3

@@ -25,6 +25,7 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> St
     reset_store_cache()
     return open_store()
 
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -55,7 +56,9 @@ def kill_caller_on_first_request(vendor: KeyHonouringVendor | NaiveVendor, victi
 
 
 @pytest.mark.parametrize("vendor_class", [KeyHonouringVendor, NaiveVendor])
-def test_killed_before_intent_then_retry_books_once(store: Store, vendor_class: type, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_before_intent_then_retry_books_once(
+    store: Store, vendor_class: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Killed before the ledger recorded intent: nothing was sent; the retry books once."""
     with vendor_class() as vendor:
         monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)
@@ -67,7 +70,9 @@ def test_killed_before_intent_then_retry_books_once(store: Store, vendor_class: 
         assert vendor.bookings == 1
 
 
-def test_killed_mid_request_key_honouring_vendor_books_once(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_mid_request_key_honouring_vendor_books_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Killed after the request reached a key-honouring vendor: the resend replays, one booking."""
     with KeyHonouringVendor() as vendor:
         monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)
@@ -83,7 +88,9 @@ def test_killed_mid_request_key_honouring_vendor_books_once(store: Store, monkey
         assert len({r.headers["Idempotency-Key"] for r in vendor.received}) == 1
 
 
-def test_killed_mid_request_naive_vendor_fail_policy_never_books_twice(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_mid_request_naive_vendor_fail_policy_never_books_twice(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Killed mid-request with a vendor that ignores keys: 'fail' stops the retry, one booking."""
     with NaiveVendor() as vendor:
         monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)
@@ -98,7 +105,9 @@ def test_killed_mid_request_naive_vendor_fail_policy_never_books_twice(store: St
 
 
 @pytest.mark.parametrize("vendor_class", [KeyHonouringVendor, NaiveVendor])
-def test_killed_after_outcome_recorded_retry_replays(store: Store, vendor_class: type, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_after_outcome_recorded_retry_replays(
+    store: Store, vendor_class: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Killed right after the outcome was recorded: the retry replays and sends nothing."""
     with vendor_class() as vendor:
         monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)

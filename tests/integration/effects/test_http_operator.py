@@ -42,7 +42,9 @@ def test_retry_after_success_replays_without_sending(store: Store, naive_vendor:
     assert len(naive_vendor.received) == 1
 
 
-def test_key_header_is_stable_across_tries_and_clears(store: Store, honouring_vendor: KeyHonouringVendor) -> None:
+def test_key_header_is_stable_across_tries_and_clears(
+    store: Store, honouring_vendor: KeyHonouringVendor
+) -> None:
     """The request carries the same Idempotency-Key in every attempt, also after a clear."""
     honouring_vendor.scripted_statuses = [503]
     with pytest.raises(ExternalCallFailed):
@@ -90,7 +92,9 @@ def test_vendor_4xx_fails_for_good_without_retry(store: Store, naive_vendor: Nai
     assert naive_vendor.bookings == 1
 
 
-def test_5xx_is_retried_with_the_same_key_then_outcome_unknown(store: Store, honouring_vendor: KeyHonouringVendor) -> None:
+def test_5xx_is_retried_with_the_same_key_then_outcome_unknown(
+    store: Store, honouring_vendor: KeyHonouringVendor
+) -> None:
     """5xx answers are retried (bounded) with one key; exhausted retries record an unknown outcome."""
     honouring_vendor.scripted_statuses = [500, 502, 503]
     with pytest.raises(ExternalCallFailed) as raised:
@@ -103,7 +107,9 @@ def test_5xx_is_retried_with_the_same_key_then_outcome_unknown(store: Store, hon
     assert honouring_vendor.bookings == 1
 
 
-def test_409_in_progress_is_awaited_within_the_attempt(store: Store, honouring_vendor: KeyHonouringVendor) -> None:
+def test_409_in_progress_is_awaited_within_the_attempt(
+    store: Store, honouring_vendor: KeyHonouringVendor
+) -> None:
     """While the vendor answers 409 the operator waits and asks again, then returns the result."""
     honouring_vendor.scripted_statuses = [409, 409]
     result = push(in_progress_wait=10).execute(ctx(1))
@@ -156,10 +162,17 @@ def test_overlapping_attempts_book_once_with_a_key_honouring_vendor(store: Store
         assert results[2]["body"]["payment_id"] == "pay_1"
 
 
-def test_secrets_never_reach_store_or_result(store: Store, naive_vendor: NaiveVendor, monkeypatch: pytest.MonkeyPatch,
-                                             caplog: pytest.LogCaptureFixture, tmp_path: Any) -> None:
+def test_secrets_never_reach_store_or_result(
+    store: Store,
+    naive_vendor: NaiveVendor,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Any,
+) -> None:
     """Authorization headers, connection passwords and redacted body fields are stored nowhere."""
-    monkeypatch.setenv("AIRFLOW_CONN_VENDOR", naive_vendor.url.replace("http://", "http://svc:conn-pa55word@"))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_VENDOR", naive_vendor.url.replace("http://", "http://svc:conn-pa55word@")
+    )
     caplog.set_level("DEBUG")
     result = push(
         headers={"X-Api-Key": "header-s3cret"},
