@@ -13,6 +13,9 @@ from pathlib import Path
 
 __all__ = [
     "OPTIONS",
+    "audit_beacon_seconds",
+    "audit_enabled",
+    "audit_timeout_seconds",
     "embedded_store_path",
     "ledger_retention_days",
     "reset_cache",
@@ -45,6 +48,29 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "integer",
         "example": "30",
         "default": "30",
+        "version_added": "0.1.0",
+    },
+    "audit_enabled": {
+        "description": "Whether the listener records every attempt's start and end in the store.",
+        "type": "boolean",
+        "example": "True",
+        "default": "True",
+        "version_added": "0.1.0",
+    },
+    "audit_timeout_seconds": {
+        "description": "The most an audit event may delay a task; a slower store gets the event "
+        "spooled locally under $AIRFLOW_HOME/crashsafe-spool and delivered later.",
+        "type": "float",
+        "example": "0.5",
+        "default": "0.5",
+        "version_added": "0.1.0",
+    },
+    "audit_beacon_seconds": {
+        "description": "How often a running attempt refreshes its last-seen time, so an attempt "
+        "killed without any hook still shows how long it really ran.",
+        "type": "float",
+        "example": "5",
+        "default": "5",
         "version_added": "0.1.0",
     },
     "store_timeout_seconds": {
@@ -96,7 +122,33 @@ def ledger_retention_days() -> int:
     return int(_get("ledger_retention_days"))
 
 
+@functools.cache
+def audit_enabled() -> bool:
+    """Whether the audit listener records attempts."""
+    return _get("audit_enabled").strip().lower() not in {"false", "0", "no", "off"}
+
+
+@functools.cache
+def audit_timeout_seconds() -> float:
+    """The most an audit event may delay a task, in seconds."""
+    return float(_get("audit_timeout_seconds"))
+
+
+@functools.cache
+def audit_beacon_seconds() -> float:
+    """Interval of a running attempt's last-seen refresh, in seconds."""
+    return float(_get("audit_beacon_seconds"))
+
+
 def reset_cache() -> None:
     """Forget cached option values (tests change the environment between cases)."""
-    for accessor in (store_conn_id, embedded_store_path, store_timeout_seconds, ledger_retention_days):
+    for accessor in (
+        store_conn_id,
+        embedded_store_path,
+        store_timeout_seconds,
+        ledger_retention_days,
+        audit_enabled,
+        audit_timeout_seconds,
+        audit_beacon_seconds,
+    ):
         accessor.cache_clear()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_crashsafe.audit import listener as audit_listener
 from airflow_crashsafe.macros import MACROS
 
 __all__ = ["CrashsafePlugin"]
@@ -19,3 +20,5 @@ class CrashsafePlugin(AirflowPlugin):
     name = "crashsafe"
     #: ``{{ macros.crashsafe.idempotency_key('payouts') }}`` in templated fields.
     macros = MACROS
+    #: Records every attempt's start and end in the crashsafe store (the duplicate-run audit).
+    listeners = [audit_listener]

@@ -74,7 +74,10 @@ def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
     from airflow_crashsafe.cli import ledger
     from airflow_crashsafe.watchdog import cli as watch_cli  # Airflow-free by design
 
+    from airflow_crashsafe.audit import cli as audit_cli
+
     ledger.add_arguments(commands)
+    audit_cli.add_arguments(commands)
 
     watch = commands.add_parser(
         "watch", help="watch the scheduler's heartbeat from outside Airflow and alert when it stops"

@@ -48,6 +48,34 @@ _LEDGER_COLUMNS = """
     run_id TEXT, try_number INTEGER, ti_id TEXT, hostname TEXT, pid INTEGER, token BIGINT,
     response_status INTEGER, result TEXT, error TEXT"""
 
+def _attempts_ddl(stamp: str, now: str) -> str:
+    # One row per execution: a try run by one process (hostname, pid), so a broker redelivery of
+    # the same try is two rows. hostname '' / pid 0 marks a try whose process is not known yet.
+    return f"""CREATE TABLE crashsafe_attempts (
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL, run_id TEXT NOT NULL,
+    try_number INTEGER NOT NULL, hostname TEXT NOT NULL DEFAULT '', pid INTEGER NOT NULL DEFAULT 0,
+    slot_partition TEXT NOT NULL DEFAULT '', ti_id TEXT, clear_number INTEGER,
+    started_at {stamp}, start_source TEXT, ended_at {stamp}, end_source TEXT,
+    state TEXT, state_source TEXT, reported_state TEXT, last_seen_at {stamp},
+    replay_safe INTEGER, operator TEXT, updated_at {stamp} NOT NULL DEFAULT {now},
+    PRIMARY KEY (dag_id, task_id, map_index, run_id, try_number, hostname, pid))"""
+
+
+_ATTEMPT_INDEXES = (
+    "CREATE INDEX crashsafe_attempts_slot ON crashsafe_attempts "
+    "(dag_id, task_id, map_index, slot_partition)",
+    "CREATE INDEX crashsafe_attempts_updated ON crashsafe_attempts (updated_at)",
+)
+
+
+def _audit_alerts_ddl(stamp: str, now: str) -> str:
+    return f"""CREATE TABLE crashsafe_audit_alerts (
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
+    slot_partition TEXT NOT NULL, risk TEXT NOT NULL, summary TEXT NOT NULL,
+    alerted_at {stamp} NOT NULL DEFAULT {now},
+    PRIMARY KEY (dag_id, task_id, map_index, slot_partition))"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -83,6 +111,20 @@ MIGRATIONS: tuple[Migration, ...] = (
     intent_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now')), outcome_at TEXT)""",
             "CREATE INDEX crashsafe_ledger_slot ON crashsafe_ledger (dag_id, task_id, slot_partition)",
             "CREATE INDEX crashsafe_ledger_intent ON crashsafe_ledger (intent_at)",
+        ),
+    ),
+    Migration(
+        version=3,
+        description="attempts: each execution of a slot (audit), and the risky duplicates alerted",
+        postgresql=(
+            _attempts_ddl("TIMESTAMPTZ", "now()"),
+            *_ATTEMPT_INDEXES,
+            _audit_alerts_ddl("TIMESTAMPTZ", "now()"),
+        ),
+        sqlite=(
+            _attempts_ddl("TEXT", "(strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))"),
+            *_ATTEMPT_INDEXES,
+            _audit_alerts_ddl("TEXT", "(strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))"),
         ),
     ),
 )

@@ -98,6 +98,20 @@ class Store:
         """This thread's connection, outside any transaction (for ``fences.issue_token``)."""
         return self._db()
 
+    def discard_connection(self) -> None:
+        """Close and forget this thread's connection (after an error broke it, e.g. a DB restart).
+
+        The next use in this thread connects afresh; other threads' connections are untouched.
+        """
+        db = getattr(self._local, "db", None)
+        if db is None:
+            return
+        self._local.db = None
+        with self._migrate_lock:
+            if db in self._opened:
+                self._opened.remove(db)
+        db.close()
+
     def schema_version(self) -> int:
         db = self._db()
         db.begin()

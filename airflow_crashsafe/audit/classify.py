@@ -1,0 +1,240 @@
+"""Classify re-runs of each slot from its attempt records (pure; no Airflow, no database).
+
+A slot's executions are its rows with a known start, each try run by one process; rows of a try
+whose process is unknown (a history or scheduler record) fold into that try's executions. Each
+later execution is compared with the ones before it:
+
+* ``overlap`` - it started while an earlier one was still alive (end, or last sign of life, later
+  than its start); the overlap's length is reported. Orthogonal to the cause below.
+* ``reset_rerun`` - the previous attempt ended without any hook: the scheduler reset it (or it
+  vanished) and re-ran the slot, with no retry delay.
+* ``rerun_after_success`` - the previous attempt succeeded (a clear, a backfill of the same date,
+  or a success re-marked failed).
+* ``rerun_after_clear`` - a user cleared an attempt that had not succeeded (``clear_number`` grew).
+* ``retry_after_failure`` - the previous attempt failed and Airflow retried it.
+* ``same_try_twice`` - one try executed by two processes (broker redelivery).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+__all__ = ["KINDS", "RISKS", "Execution", "Rerun", "SlotReport", "classify", "executions_of"]
+
+KINDS = (
+    "overlap",
+    "reset_rerun",
+    "rerun_after_clear",
+    "rerun_after_success",
+    "retry_after_failure",
+    "same_try_twice",
+)
+#: Lowest to highest.
+RISKS = ("none", "low", "high", "critical")
+_FAILED = {"failed", "up_for_retry", "upstream_failed"}
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One execution of a slot, as the records tell it."""
+
+    run_id: str
+    try_number: int
+    hostname: str
+    pid: int
+    ti_id: str | None
+    clear_number: int | None
+    started_at: datetime
+    ended_at: datetime | None
+    end_source: str | None
+    state: str | None  # Airflow's verdict, else what the process reported
+    reported_state: str | None
+    last_seen_at: datetime | None
+    replay_safe: bool | None = None
+    operator: str | None = None
+
+    @property
+    def alive_until(self) -> datetime:
+        """The latest moment it is known to have been running."""
+        return max(t for t in (self.started_at, self.ended_at, self.last_seen_at) if t is not None)
+
+    def describe(self) -> str:
+        where = f"{self.hostname or '?'} pid {self.pid or '?'}"
+        return f"try {self.try_number} ({where}, {self.state or 'running?'})"
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A later execution and what made it a re-run of an earlier one."""
+
+    earlier: Execution
+    later: Execution
+    kinds: tuple[str, ...]
+    overlap_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SlotReport:
+    """A slot that executed more than once, with its protection and risk."""
+
+    dag_id: str
+    task_id: str
+    map_index: int
+    partition: str
+    executions: tuple[Execution, ...]
+    reruns: tuple[Rerun, ...]
+    protection: str = "unprotected"
+    protection_evidence: tuple[str, ...] = field(default_factory=tuple)
+    risk: str = "none"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        seen = {k for r in self.reruns for k in r.kinds}
+        return tuple(k for k in KINDS if k in seen)
+
+    @property
+    def overlap_seconds(self) -> float:
+        return max((r.overlap_seconds for r in self.reruns), default=0.0)
+
+    @property
+    def slot_key(self) -> tuple[str, str, int, str]:
+        return (self.dag_id, self.task_id, self.map_index, self.partition)
+
+
+def _fold_try(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows of one try: those the process itself started are executions; the rest fill them in."""
+    from airflow_crashsafe.audit.records import merge_rows
+
+    real = [r for r in rows if r.get("start_source") == "listener"]
+    rest = [r for r in rows if r.get("start_source") != "listener"]
+    if not real:
+        if not rest:
+            return []
+        merged = dict(rest[0])
+        for r in rest[1:]:
+            merged = merge_rows(merged, r)
+        return [merged]
+    out: list[Mapping[str, Any]] = []
+    for row in real:
+        merged = dict(row)
+        for other in rest:
+            if other.get("hostname") in ("", row.get("hostname")) or len(real) == 1:
+                merged = merge_rows(merged, {**other, "hostname": row["hostname"], "pid": row["pid"]})
+        out.append(merged)
+    return out
+
+
+def executions_of(rows: Iterable[Mapping[str, Any]]) -> list[Execution]:
+    """The executions among one slot's rows, oldest start first."""
+    by_try: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_try.setdefault((str(row["run_id"]), int(row["try_number"])), []).append(row)
+    out = []
+    for group in by_try.values():
+        for r in _fold_try(group):
+            if r.get("started_at") is None:
+                continue  # a try that never ran (failed while queued)
+            out.append(
+                Execution(
+                    run_id=str(r["run_id"]),
+                    try_number=int(r["try_number"]),
+                    hostname=str(r.get("hostname") or ""),
+                    pid=int(r.get("pid") or 0),
+                    ti_id=r.get("ti_id"),
+                    clear_number=r.get("clear_number"),
+                    started_at=r["started_at"],
+                    ended_at=r.get("ended_at"),
+                    end_source=r.get("end_source"),
+                    state=r.get("state") or r.get("reported_state"),
+                    reported_state=r.get("reported_state"),
+                    last_seen_at=r.get("last_seen_at"),
+                    replay_safe=r.get("replay_safe"),
+                    operator=r.get("operator"),
+                )
+            )
+    return sorted(out, key=lambda e: (e.started_at, e.try_number, e.pid))
+
+
+def _cause(prev: Execution, later: Execution) -> str:
+    if "success" in (prev.reported_state, prev.state):
+        return "rerun_after_success"
+    if (later.clear_number or 0) > (prev.clear_number or 0):
+        return "rerun_after_clear"
+    if prev.ended_at is None or prev.end_source == "reconcile":
+        return "reset_rerun"  # no hook saw it end: reset, or killed with its host
+    if prev.state in _FAILED or prev.reported_state in _FAILED:
+        return "retry_after_failure"
+    return "reset_rerun"
+
+
+def _overlap(earlier: Execution, later: Execution) -> float:
+    end = earlier.alive_until
+    if later.ended_at is not None:
+        end = min(end, later.alive_until)
+    return max(0.0, (end - later.started_at).total_seconds())
+
+
+def rerun_of(earlier: list[Execution], later: Execution) -> Rerun:
+    """Why ``later`` re-ran the slot, given every execution that started before it."""
+    prev = earlier[-1]
+    kinds = [_cause(prev, later)]
+    if prev.try_number == later.try_number and prev.run_id == later.run_id:
+        kinds.append("same_try_twice")
+    overlaps = [(_overlap(e, later), e) for e in earlier]
+    longest, with_whom = max(overlaps, key=lambda pair: pair[0])
+    if longest > 0:
+        kinds.append("overlap")
+        if with_whom is not prev:
+            prev = with_whom
+    order = [k for k in KINDS if k in kinds]
+    return Rerun(earlier=prev, later=later, kinds=tuple(order), overlap_seconds=round(longest, 3))
+
+
+def risk_of(protection: str, kinds: Iterable[str]) -> str:
+    """Unprotected and re-run is risky; overlapping is the worst; a plain retry is low."""
+    kinds = set(kinds)
+    if protection != "unprotected" or not kinds:
+        return "none"
+    if "overlap" in kinds:
+        return "critical"
+    if kinds & {"reset_rerun", "rerun_after_clear", "rerun_after_success", "same_try_twice"}:
+        return "high"
+    return "low"
+
+
+def _slot_partition(rows: list[Mapping[str, Any]]) -> dict[str, str]:
+    known: dict[str, str] = {}
+    for r in rows:
+        if r.get("slot_partition"):
+            known.setdefault(str(r["run_id"]), str(r["slot_partition"]))
+    return known
+
+
+def classify(
+    rows: Iterable[Mapping[str, Any]],
+    protection: Any = None,
+) -> list[SlotReport]:
+    """Slots that executed more than once. ``protection(slot_key, executions) -> (kind, evidence)``."""
+    rows = list(rows)
+    partitions = _slot_partition(rows)
+    slots: dict[tuple[str, str, int, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        part = partitions.get(str(r["run_id"])) or str(r["run_id"])
+        slots.setdefault((str(r["dag_id"]), str(r["task_id"]), int(r["map_index"]), part), []).append(r)
+    reports = []
+    for key, slot_rows in sorted(slots.items()):
+        runs = executions_of(slot_rows)
+        if len(runs) < 2:
+            continue
+        reruns = tuple(rerun_of(runs[:i], runs[i]) for i in range(1, len(runs)))
+        report = SlotReport(*key, executions=tuple(runs), reruns=reruns)
+        kind, evidence = protection(key, runs) if protection else ("unprotected", ())
+        reports.append(
+            replace(
+                report, protection=kind, protection_evidence=tuple(evidence), risk=risk_of(kind, report.kinds)
+            )
+        )
+    return reports

@@ -1,0 +1,194 @@
+"""``airflow-crashsafe audit reconcile`` and ``airflow-crashsafe duplicates``.
+
+Both attach with ``set_defaults(handler=...)`` and return an exit code: ``duplicates`` exits 1
+when it lists a risky slot (so cron and CI can act on it), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow_crashsafe.errors import ConfigurationError
+
+__all__ = ["add_arguments", "duration", "find_duplicates"]
+
+
+def duration(text: str) -> timedelta:
+    """``90s``, ``15m``, ``24h``, ``7d`` -> a timedelta."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a duration like 30m, 24h or 7d, not {text!r}")
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+    return timedelta(**{unit: float(match.group(1))})
+
+
+def _env(name: str | None) -> str | None:
+    if not name:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigurationError(f"environment variable {name} is not set: export it")
+    return value
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from airflow_crashsafe.audit.reconcile import AirflowApi, reconcile
+    from airflow_crashsafe.store import open_store
+
+    if args.api_user and not args.api_password_env:
+        raise ConfigurationError("--api-user needs --api-password-env VAR (the password is never a flag)")
+    api = AirflowApi(
+        args.api_url,
+        token=_env(args.api_token_env),
+        username=args.api_user,
+        password=_env(args.api_password_env),
+        timeout=args.timeout,
+    )
+    report = reconcile(open_store(), api, grace=args.grace)
+    print(
+        f"reconciled {report.task_instances} task instances: {report.ends_filled} ends filled, "
+        f"{report.tries_added} tries added, {report.still_running} still running, "
+        f"{len(report.not_found)} not found, {len(report.errors)} errors"
+    )
+    for line in report.errors:
+        print(f"  error: {line}")
+    return 1 if report.errors else 0
+
+
+def find_duplicates(store: Any, *, since: timedelta, dag_id: str | None = None) -> list[Any]:
+    """Classified duplicate executions of slots active in the last ``since``."""
+    from airflow_crashsafe.audit.classify import classify
+    from airflow_crashsafe.audit.protection import Evidence
+    from airflow_crashsafe.audit.records import slot_rows
+    from airflow_crashsafe.store import ledger
+
+    with store.transaction() as db:
+        rows = slot_rows(db, since=datetime.now(timezone.utc) - since, dag_id=dag_id)
+    dags = sorted({r["dag_id"] for r in rows})
+    events: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    for dag in dags:
+        events += store.events(dag_id=dag, kinds=("committed", "fenced_out", "skipped_committed"))
+        with store.transaction() as db:
+            entries += [e.__dict__ for e in ledger.list_entries(db, dag_id=dag, key=None, limit=100000)]
+    return classify(rows, Evidence(events, entries))
+
+
+def _table(reports: list[Any]) -> str:
+    header = ("dag", "task", "partition", "runs", "classification", "overlap", "protection", "risk")
+    rows = [header]
+    for r in reports:
+        task = r.task_id + (f"[{r.map_index}]" if r.map_index >= 0 else "")
+        rows.append(
+            (
+                r.dag_id,
+                task,
+                r.partition,
+                str(len(r.executions)),
+                "+".join(r.kinds),
+                f"{r.overlap_seconds:.1f}s" if r.overlap_seconds else "-",
+                r.protection,
+                r.risk,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def _as_json(r: Any) -> dict[str, Any]:
+    return {
+        "dag_id": r.dag_id,
+        "task_id": r.task_id,
+        "map_index": r.map_index,
+        "partition": r.partition,
+        "kinds": list(r.kinds),
+        "overlap_seconds": r.overlap_seconds,
+        "protection": r.protection,
+        "protection_evidence": list(r.protection_evidence),
+        "risk": r.risk,
+        "executions": [
+            {
+                **e.__dict__,
+                "started_at": e.started_at.isoformat(),
+                "ended_at": e.ended_at.isoformat() if e.ended_at else None,
+                "last_seen_at": e.last_seen_at.isoformat() if e.last_seen_at else None,
+            }
+            for e in r.executions
+        ],
+    }
+
+
+def _duplicates(args: argparse.Namespace) -> int:
+    from airflow_crashsafe.store import open_store
+
+    store = open_store()
+    reports = find_duplicates(store, since=args.since, dag_id=args.dag)
+    if args.json:
+        print(json.dumps([_as_json(r) for r in reports], indent=2, default=str))
+    elif reports:
+        print(_table(reports))
+    else:
+        print(f"no duplicate executions in the last {args.since}")
+    if args.alert_config:
+        from airflow_crashsafe.alerting import Dispatcher, FileOutbox, build_sinks, load_config_file
+        from airflow_crashsafe.audit.alerts import alert_risky
+
+        sinks = build_sinks(load_config_file(args.alert_config).get("sinks", []))
+        outbox = (
+            Path(args.state_dir or Path.home() / ".local" / "state" / "airflow-crashsafe")
+            / "audit-outbox.jsonl"
+        )
+        raised = alert_risky(
+            store, Dispatcher(sinks, outbox=FileOutbox(outbox)), reports, min_risk=args.min_risk
+        )
+        print(f"alerted {len(raised)} new risky slots")
+    return 1 if any(r.risk in ("high", "critical") for r in reports) else 0
+
+
+def add_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``audit reconcile`` and ``duplicates`` to the console script's subcommands."""
+    audit = commands.add_parser("audit", help="attempt records: reconcile ends from Airflow's history")
+    sub = audit.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND", required=True)
+    rec = sub.add_parser("reconcile", help="fill attempt ends no hook reported (resets, SIGKILLs)")
+    rec.add_argument(
+        "--api-url",
+        default=os.environ.get("AIRFLOW_API_URL", "http://localhost:8080"),
+        help="api-server root URL (default $AIRFLOW_API_URL or http://localhost:8080)",
+    )
+    rec.add_argument("--api-token-env", metavar="VAR", help="environment variable with a bearer token")
+    rec.add_argument("--api-user", help="user for POST /auth/token (password from --api-password-env)")
+    rec.add_argument("--api-password-env", metavar="VAR", help="environment variable with the password")
+    rec.add_argument(
+        "--grace",
+        type=duration,
+        default=timedelta(seconds=60),
+        help="only attempts started longer ago than this (default 60s)",
+    )
+    rec.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, s (default 10)")
+    rec.set_defaults(handler=_reconcile)
+
+    dup = commands.add_parser("duplicates", help="list duplicate executions with protection and risk")
+    dup.add_argument("--since", type=duration, default=timedelta(hours=24), help="window (default 24h)")
+    dup.add_argument("--dag", help="only this DAG")
+    dup.add_argument("--json", action="store_true", help="print JSON")
+    dup.add_argument(
+        "--alert-config",
+        metavar="FILE",
+        help="TOML/JSON with [[sinks]] (as the watchdog's): alert new risky slots once",
+    )
+    dup.add_argument(
+        "--min-risk",
+        choices=("low", "high", "critical"),
+        default="high",
+        help="lowest risk that alerts (default high)",
+    )
+    dup.add_argument(
+        "--state-dir", help="where the alert outbox lives (default ~/.local/state/airflow-crashsafe)"
+    )
+    dup.set_defaults(handler=_duplicates)

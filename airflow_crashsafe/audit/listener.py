@@ -1,0 +1,140 @@
+"""Listener hooks recording each attempt's start and end (register the module in the plugin).
+
+Module-level ``@hookimpl`` functions, as in OpenLineage's listener: each adapts Airflow's object to
+a plain :class:`~airflow_crashsafe.audit.events.AttemptEvent` (pure functions in ``events``) and
+hands it to the process's :class:`~airflow_crashsafe.audit.writer.Writer`, which stores it under
+a hard time limit or spools it. No hook ever raises, and nothing runs at import time.
+
+Where each hook fires (Airflow 3.3): ``on_task_instance_running`` and the terminal hooks in the
+task process on a worker (Task SDK objects); ``on_task_instance_failed`` also in the scheduler
+(executor-reported death, heartbeat timeout) and success/failed/skipped in the api-server (a user
+marking state), with ORM objects. A reset attempt fires nothing: ``audit reconcile`` fills it in.
+
+Options (``[crashsafe]``, read once per process): ``audit_timeout_seconds`` (0.5),
+``audit_beacon_seconds`` (5), ``audit_enabled`` (true).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import pluggy
+
+from airflow_crashsafe import config
+
+__all__ = [
+    "get_writer",
+    "on_task_instance_failed",
+    "on_task_instance_running",
+    "on_task_instance_skipped",
+    "on_task_instance_success",
+    "set_writer",
+]
+
+log = logging.getLogger(__name__)
+
+#: The marker of ``airflow.listeners.hookimpl`` / ``airflow.sdk._shared.listeners.hookimpl``.
+hookimpl = pluggy.HookimplMarker("airflow")
+
+_writer: Any = None
+_writer_lock = threading.Lock()
+
+
+def _enabled() -> bool:
+    try:
+        return config.audit_enabled()
+    except Exception:  # a broken option must not break tasks; the audit stays on
+        return True
+
+
+def _build_writer() -> Any:
+    from airflow_crashsafe.audit.records import apply_event
+    from airflow_crashsafe.audit.spool import Spool, default_spool_dir
+    from airflow_crashsafe.audit.writer import Writer
+    from airflow_crashsafe.store import open_store
+
+    store = open_store()
+
+    def apply(event: Any) -> None:
+        with store.transaction() as db:
+            apply_event(db, event)
+
+    return Writer(
+        apply,
+        Spool(default_spool_dir()),
+        timeout=config.audit_timeout_seconds(),
+        beacon_interval=config.audit_beacon_seconds(),
+        on_failure=store.discard_connection,
+    )
+
+
+def get_writer() -> Any:
+    """This process's writer, built on first use (and again after a fork)."""
+    global _writer
+    with _writer_lock:
+        if _writer is None or _writer.pid != os.getpid():
+            _writer = _build_writer()
+        return _writer
+
+
+def set_writer(writer: Any) -> None:
+    """Use ``writer`` in this process (tests and benchmarks inject one bound to their store)."""
+    global _writer
+    with _writer_lock:
+        _writer = writer
+
+
+def _record(build: Any, *args: Any) -> None:
+    if not _enabled():
+        return
+    try:
+        event = build(*args)
+    except Exception:
+        log.warning("crashsafe audit: could not read the task instance", exc_info=True)
+        return
+    try:
+        get_writer().submit(event)
+    except Exception:
+        log.warning("crashsafe audit: could not record %s", event.describe(), exc_info=True)
+
+
+def _terminal(task_instance: Any, state: str) -> None:
+    from airflow_crashsafe.audit import events
+
+    if events.is_worker_ti(task_instance):
+        raw = getattr(task_instance, "state", None)
+        raw = str(getattr(raw, "value", raw)) if raw is not None else None
+        reported = raw if state == "failed" and raw in ("up_for_retry", "failed") else state
+        _record(events.ended, task_instance, reported)
+    else:
+        _record(events.from_server_ti, task_instance, None if state == "failed" else state)
+
+
+@hookimpl
+def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
+    """An attempt started executing (fires once per attempt, in the task process)."""
+    from airflow_crashsafe.audit import events
+
+    if events.is_worker_ti(task_instance):
+        _record(events.started, task_instance)
+
+
+@hookimpl
+def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
+    """An attempt succeeded (task process), or a user marked it success (api-server)."""
+    _terminal(task_instance, "success")
+
+
+@hookimpl
+def on_task_instance_failed(previous_state: Any, task_instance: Any, error: Any) -> None:
+    """An attempt failed: reported by its process, or decided by the scheduler or a user."""
+    _terminal(task_instance, "failed")
+
+
+@hookimpl
+def on_task_instance_skipped(previous_state: Any, task_instance: Any) -> None:
+    """An attempt ended skipped."""
+    _terminal(task_instance, "skipped")

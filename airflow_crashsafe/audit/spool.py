@@ -1,0 +1,121 @@
+"""A local spool of audit events the store could not take in time; drained on a later write.
+
+One JSON line per event, one file per writing process, under ``$AIRFLOW_HOME/crashsafe-spool``.
+Appending holds an exclusive ``flock`` and re-opens when a drainer renamed the file away, so no
+line can land in a file that is being drained. A drainer claims a file by renaming it, applies
+every line (events merge idempotently, so a line delivered twice is harmless) and deletes it;
+what it could not deliver goes back to the spool. Lines survive a killed process (the OS keeps
+written data); only a crash of the machine itself can lose the last unflushed lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from airflow_crashsafe.audit.events import AttemptEvent
+
+__all__ = ["Spool", "default_spool_dir"]
+
+log = logging.getLogger(__name__)
+_ABANDONED_DRAIN_SECONDS = 300.0
+
+
+def default_spool_dir() -> Path:
+    """``$AIRFLOW_HOME/crashsafe-spool`` (``~/airflow`` when AIRFLOW_HOME is unset)."""
+    home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
+    return Path(home) / "crashsafe-spool"
+
+
+class Spool:
+    """Append-only event files in ``directory``; ``drain(apply)`` delivers them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self._name = f"events-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+
+    @property
+    def path(self) -> Path:
+        return self.directory / self._name
+
+    def append(self, events: list[AttemptEvent]) -> None:
+        """Append events durably enough to survive this process being killed."""
+        data = "".join(json.dumps(e.to_json(), sort_keys=True) + "\n" for e in events).encode()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:  # a drainer renamed the file between our open and our lock: write a new one
+                    if os.fstat(fd).st_ino != os.stat(self.path).st_ino:
+                        continue
+                except FileNotFoundError:
+                    continue
+                os.write(fd, data)
+                return
+            finally:
+                os.close(fd)
+        raise OSError(f"could not append to the crashsafe spool {self.path}")
+
+    def pending_files(self) -> list[Path]:
+        """Spooled files, plus files a drainer claimed and then died with (older than 5 min)."""
+        if not self.directory.is_dir():
+            return []
+        stale = time.time() - _ABANDONED_DRAIN_SECONDS
+        abandoned = []
+        for path in self.directory.glob("events-*.draining"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < stale:
+                    abandoned.append(path)
+        return sorted(self.directory.glob("events-*.jsonl")) + sorted(abandoned)
+
+    def count(self) -> int:
+        """How many events wait in the spool (all processes' files)."""
+        total = 0
+        for path in self.pending_files() + sorted(self.directory.glob("*.draining")):
+            with contextlib.suppress(OSError):
+                total += sum(1 for line in path.read_bytes().splitlines() if line.strip())
+        return total
+
+    def drain(self, apply: Callable[[AttemptEvent], None]) -> int:
+        """Deliver every spooled event through ``apply``; returns how many were delivered.
+
+        Stops at the first failure, putting the rest back; raises nothing but what ``apply`` would.
+        """
+        delivered = 0
+        for path in self.pending_files():
+            claimed = path.with_name(f"{path.name.split('.')[0]}.{uuid.uuid4().hex[:8]}.draining")
+            try:
+                os.rename(path, claimed)
+            except FileNotFoundError:
+                continue  # another process claimed it
+            fd = os.open(claimed, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # wait for an append already under way
+                lines = [ln for ln in claimed.read_bytes().splitlines() if ln.strip()]
+                events: list[AttemptEvent] = []
+                for line in lines:
+                    try:
+                        events.append(AttemptEvent.from_json(json.loads(line)))
+                    except (ValueError, TypeError):
+                        log.error("crashsafe: dropping an unreadable spool line in %s: %r", path, line[:200])
+                done = 0
+                try:
+                    for event in events:
+                        apply(event)
+                        done += 1
+                finally:
+                    delivered += done
+                    if done < len(events):
+                        self.append(events[done:])
+                    os.unlink(claimed)
+            finally:
+                os.close(fd)
+        return delivered

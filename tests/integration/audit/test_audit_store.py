@@ -1,0 +1,159 @@
+"""Attempt records in the real store: convergence, outage spooling, reconcile, duplicates, alerts."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow_crashsafe.alerting import Dispatcher, MemoryOutbox
+from airflow_crashsafe.audit.alerts import alert_risky
+from airflow_crashsafe.audit.cli import find_duplicates
+from airflow_crashsafe.audit.events import AttemptEvent
+from airflow_crashsafe.audit.reconcile import reconcile
+from airflow_crashsafe.audit.records import apply_event, slot_rows
+from airflow_crashsafe.audit.spool import Spool
+from airflow_crashsafe.audit.writer import Writer
+from airflow_crashsafe.store.store import Store
+
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+KEY = {"dag_id": "nightly", "task_id": "load", "map_index": -1, "run_id": "scheduled__x"}
+
+
+def start(try_number: int, pid: int, at: datetime) -> AttemptEvent:
+    return AttemptEvent(
+        source="listener",
+        **KEY,
+        try_number=try_number,
+        hostname="w1",
+        pid=pid,
+        slot_partition="2026-01-01",
+        ti_id=f"ti{try_number}",
+        started_at=at,
+        last_seen_at=at,
+    )
+
+
+def rows(store: Store) -> list[dict[str, Any]]:
+    with store.transaction() as db:
+        return slot_rows(db, since=NOW - timedelta(days=1))
+
+
+def apply(store: Store, event: AttemptEvent) -> None:
+    with store.transaction() as db:
+        apply_event(db, event)
+
+
+def test_out_of_order_events_converge_on_one_row(store: Store) -> None:
+    """End before start, a placeholder from history, and repeats end as one row per execution."""
+    end = AttemptEvent(
+        source="listener", **KEY, try_number=1, hostname="w1", pid=5, ended_at=NOW, reported_state="success"
+    )
+    history = AttemptEvent(
+        source="reconcile",
+        **KEY,
+        try_number=1,
+        started_at=NOW - timedelta(seconds=9),
+        ended_at=NOW,
+        state="success",
+    )
+    for event in (end, history, start(1, 5, NOW - timedelta(seconds=10)), end, history):
+        apply(store, event)
+    [row] = rows(store)
+    assert (row["hostname"], row["pid"], row["start_source"], row["end_source"]) == (
+        "w1",
+        5,
+        "listener",
+        "listener",
+    )
+    assert row["started_at"] == NOW - timedelta(seconds=10)
+    assert row["slot_partition"] == "2026-01-01"
+
+
+class Flaky:
+    """An apply that fails while ``down`` is set (the store is unreachable)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.down, self.delay = store, False, 0.0
+
+    def __call__(self, event: AttemptEvent) -> None:
+        if self.delay:
+            time.sleep(self.delay)
+        if self.down:
+            raise ConnectionError("store down")
+        apply(self.store, event)
+
+
+def test_store_outage_spools_without_slowing_tasks_and_loses_nothing(store: Store, tmp_path: Path) -> None:
+    """With the store down or hanging, each event costs at most the time limit; all arrive afterwards."""
+    flaky = Flaky(store)
+    writer = Writer(flaky, Spool(tmp_path / "spool"), timeout=0.2, beacon_interval=3600)
+    flaky.down = True
+    began = time.monotonic()
+    for pid in range(100, 120):
+        writer.submit(start(1, pid, NOW))
+    flaky.down, flaky.delay = False, 5.0  # now hanging: later events go straight to the spool
+    for pid in range(120, 130):
+        writer.submit(start(1, pid, NOW))
+    elapsed = time.monotonic() - began
+    assert elapsed < 20 * 0.05 + 0.2 + 10 * 0.05, elapsed
+    assert writer.spool.count() == 30
+    flaky.delay = 0.0
+    time.sleep(5.5)
+    assert writer.submit(start(1, 999, NOW))
+    deadline = time.monotonic() + 10
+    while writer.spool.count() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writer.spool.count() == 0
+    assert len(rows(store)) == 31
+
+
+class FakeApi:
+    """The tries endpoint of an api-server that reset try 1 at +40 s."""
+
+    def tries(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "try_number": 1,
+                "state": "failed",
+                "hostname": "w1",
+                "pid": 1,
+                "start_date": (NOW - timedelta(seconds=300)).isoformat(),
+                "end_date": (NOW - timedelta(seconds=260)).isoformat(),
+            },
+            {
+                "try_number": 2,
+                "state": "running",
+                "hostname": "w1",
+                "pid": 2,
+                "start_date": (NOW - timedelta(seconds=260)).isoformat(),
+                "end_date": None,
+            },
+        ]
+
+
+def test_reconcile_fills_a_reset_attempt_and_duplicates_alert_once(store: Store) -> None:
+    """A reset try gets its end from history; the slot is a critical duplicate, alerted once."""
+    apply(store, start(1, 1, NOW - timedelta(seconds=300)))
+    apply(
+        store,
+        AttemptEvent(
+            source="listener",
+            **KEY,
+            try_number=1,
+            hostname="w1",
+            pid=1,
+            last_seen_at=NOW - timedelta(seconds=253),
+        ),
+    )
+    apply(store, start(2, 2, NOW - timedelta(seconds=260)))
+    report = reconcile(store, FakeApi(), grace=timedelta(seconds=60))  # type: ignore[arg-type]
+    assert (report.ends_filled, report.still_running) == (1, 1)
+    [dup] = find_duplicates(store, since=timedelta(hours=1))
+    assert dup.kinds == ("overlap", "reset_rerun")
+    assert dup.overlap_seconds == 7.0
+    assert (dup.protection, dup.risk) == ("unprotected", "critical")
+    dispatcher = Dispatcher([], outbox=MemoryOutbox())
+    assert len(alert_risky(store, dispatcher, [dup])) == 1
+    assert alert_risky(store, dispatcher, [dup]) == []

@@ -1,0 +1,172 @@
+"""Classifier tests on recorded timelines, including Airflow issues where attempts overlapped."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow_crashsafe.audit.classify import classify, risk_of
+from airflow_crashsafe.audit.protection import Evidence
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def row(
+    try_number: int,
+    pid: int,
+    start: float,
+    end: float | None = None,
+    *,
+    end_source: str | None = None,
+    state: str | None = None,
+    reported: str | None = None,
+    seen: float | None = None,
+    clear: int = 0,
+    run_id: str = "scheduled__2026-01-01",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "dag_id": "nightly",
+        "task_id": "load",
+        "map_index": -1,
+        "run_id": run_id,
+        "try_number": try_number,
+        "hostname": "w1",
+        "pid": pid,
+        "slot_partition": "2026-01-01T00:00:00+00:00",
+        "ti_id": f"ti-{try_number}-{pid}",
+        "clear_number": clear,
+        "started_at": at(start),
+        "start_source": "listener",
+        "ended_at": at(end) if end is not None else None,
+        "end_source": end_source if end is not None else None,
+        "state": state,
+        "reported_state": reported,
+        "last_seen_at": at(seen) if seen is not None else None,
+        "replay_safe": False,
+        "operator": "x.Op",
+        **extra,
+    }
+
+
+def test_reset_while_running_is_an_overlapping_reset_rerun() -> None:
+    """Experiment B: try 1 reset at 40 s (history end), beacon alive till 47.4 s, try 2 started at 40 s."""
+    rows = [
+        row(1, 11, 0, 40, end_source="reconcile", state="failed", seen=47.4),
+        row(2, 22, 40, 130, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "reset_rerun")
+    assert report.overlap_seconds == 7.4
+    assert report.risk == "critical"
+
+
+def test_reset_without_beacon_evidence_is_a_reset_rerun_only() -> None:
+    """With no sign of life after the reset, no overlap is claimed: only evidence counts."""
+    rows = [
+        row(1, 11, 0, 40, end_source="reconcile", state="failed"),
+        row(2, 22, 41, 90, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("reset_rerun",)
+    assert report.risk == "high"
+
+
+def test_broker_redelivery_of_the_same_try_overlaps() -> None:
+    """#51962/#54479: one try delivered to two workers runs twice at once."""
+    rows = [
+        row(1, 11, 0, 60, end_source="listener", reported="success"),
+        row(1, 12, 20, 70, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert "same_try_twice" in report.kinds
+    assert "overlap" in report.kinds
+    assert report.overlap_seconds == 40.0
+
+
+def test_success_marked_failed_and_retried_is_a_rerun_after_success() -> None:
+    """#63183/#12396: the process reported success, Airflow's verdict became failed, try 2 re-ran it."""
+    rows = [
+        row(1, 11, 0, 30, end_source="listener", state="failed", reported="success"),
+        row(2, 22, 45, 60, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("rerun_after_success",)
+
+
+def test_clear_while_running_overlaps_and_is_a_clear() -> None:
+    """#33282: a clear while try 1 runs starts try 2; try 1 keeps running until its heartbeat is refused."""
+    rows = [
+        row(1, 11, 0, 20, end_source="reconcile", state="failed", seen=28, clear=0),
+        row(2, 22, 21, 50, end_source="listener", reported="success", clear=1),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "rerun_after_clear")
+    assert report.overlap_seconds == 7.0
+
+
+def test_retry_after_failure_is_low_risk() -> None:
+    """A failure reported by the process followed by Airflow's retry is a plain retry."""
+    rows = [
+        row(1, 11, 0, 10, end_source="listener", reported="up_for_retry"),
+        row(2, 22, 310, 320, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("retry_after_failure",)
+    assert report.risk == "low"
+
+
+def test_single_execution_and_never_started_tries_are_not_duplicates() -> None:
+    """A try that failed while queued (no start) does not make a duplicate."""
+    queued = {**row(2, 0, 0), "started_at": None, "start_source": None, "hostname": ""}
+    assert classify([row(1, 11, 0, 10, end_source="listener", reported="success"), queued]) == []
+
+
+def test_history_row_folds_into_the_listener_row_of_its_try() -> None:
+    """A reconcile row with another hostname for the same try is the same execution, not a redelivery."""
+    history = {
+        **row(1, 99, 0, 40, end_source="reconcile", state="failed"),
+        "start_source": "reconcile",
+        "hostname": "w1.example",
+    }
+    rows = [row(1, 11, 0), history, row(2, 22, 40, 50, end_source="listener", reported="success")]
+    [report] = classify(rows)
+    assert len(report.executions) == 2
+    assert report.kinds == ("reset_rerun",)
+
+
+def test_protection_fenced_ledgered_declared_and_unprotected() -> None:
+    """Fence events or ledger entries of the slot protect it; a declaration does; else risk stays."""
+    rows = [
+        row(1, 11, 0, 40, end_source="reconcile", state="failed", seen=45),
+        row(2, 22, 40, 60, end_source="listener", reported="success"),
+    ]
+    event = {
+        "kind": "committed",
+        "dag_id": "nightly",
+        "task_id": "load",
+        "map_index": -1,
+        "run_id": "scheduled__2026-01-01",
+        "slot_partition": "2026-01-01T00:00:00+00:00",
+    }
+    [fenced] = classify(rows, Evidence([event], []))
+    assert (fenced.protection, fenced.risk) == ("fenced", "none")
+    [ledgered] = classify(rows, Evidence([], [{**event, "kind": None}]))
+    assert ledgered.protection == "ledgered"
+    declared = [{**r, "replay_safe": True} for r in rows]
+    [safe] = classify(declared, Evidence([], []))
+    assert safe.protection == "declared_replay_safe"
+    [bare] = classify(rows, Evidence([], []))
+    assert (bare.protection, bare.risk) == ("unprotected", "critical")
+
+
+def test_risk_levels() -> None:
+    """Risk: unprotected and re-run; critical when overlapping; nothing when protected."""
+    assert risk_of("unprotected", ["overlap", "reset_rerun"]) == "critical"
+    assert risk_of("unprotected", ["rerun_after_success"]) == "high"
+    assert risk_of("unprotected", ["retry_after_failure"]) == "low"
+    assert risk_of("fenced", ["overlap"]) == "none"
