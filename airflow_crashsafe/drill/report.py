@@ -1,0 +1,189 @@
+"""Pure functions from drill facts to the side-by-side report and the list of broken invariants.
+
+The plain DAG's damage is expected and only reported; a broken invariant of the crashsafe DAG
+makes the drill exit non-zero. Nothing here touches a process or a database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from airflow_crashsafe.drill.facts import DagFacts, DrillFacts, TaskFact
+
+__all__ = ["broken_invariants", "inconclusive", "metrics", "overlaps", "render", "work_redone"]
+
+EPSILON = 0.005  # money is numeric(12, 2)
+
+
+def overlaps(task: TaskFact) -> list[float]:
+    """Seconds each superseded attempt was still alive after its successor started (> 0 only)."""
+    found = []
+    for old, new in zip(task.attempts, task.attempts[1:], strict=False):
+        if old.real_end is not None and new.start is not None and old.real_end > new.start:
+            found.append(old.real_end - new.start)
+    return found
+
+
+def work_redone(task: TaskFact) -> float:
+    """Seconds of work thrown away: each superseded attempt's run until it was reset or ended."""
+    total = 0.0
+    for old, new in zip(task.attempts, task.attempts[1:], strict=False):
+        end = old.end if old.end is not None else new.start
+        if old.start is not None and end is not None:
+            total += max(0.0, end - old.start)
+    return total
+
+
+def _money(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def _revenue(dag: DagFacts) -> str:
+    wh = dag.warehouse
+    if abs(wh.revenue_actual - wh.revenue_expected) < EPSILON:
+        return f"{_money(wh.revenue_actual)} (exact)"
+    delta = (
+        (wh.revenue_actual - wh.revenue_expected) / wh.revenue_expected * 100 if wh.revenue_expected else 0
+    )
+    return f"{_money(wh.revenue_actual)} ({delta:+.1f} %)"
+
+
+def _rows(rows: int, keys: int, orders: int) -> str:
+    text = f"{rows} for {orders} orders"
+    if rows > keys:
+        text += f" ({rows - keys} twice)"
+    if keys < orders:
+        text += f" ({orders - keys} missing)"
+    return text
+
+
+def _last_try(task: TaskFact | None) -> int | None:
+    return max((a.try_number for a in task.attempts), default=None) if task else None
+
+
+def metrics(dag: DagFacts) -> dict[str, str]:
+    """The report's rows for one DAG, in display order."""
+    long = dag.long_tasks()
+    reset = [t for t in long if len(t.attempts) >= 2]
+    ov = [o for t in dag.tasks for o in overlaps(t)]
+    wh = dag.warehouse
+    rows = {
+        "DAG run": dag.run_state,
+        "tasks ended success": f"{sum(t.final_state == 'success' for t in dag.tasks)}/{len(dag.tasks)}",
+        "loads run more than once": f"{len(reset)}/{len(long)}",
+        "attempts (all tasks)": str(sum(len(t.attempts) for t in dag.tasks)),
+        "overlapping attempts": f"{len(ov)} (max {max(ov):.1f} s)" if ov else "0",
+        "revenue expected": _money(wh.revenue_expected),
+        "revenue in fact table": _revenue(dag),
+        "revenue reported (revenue_total)": ", ".join(_money(r) for r in wh.revenue_reported) or "none",
+        "fact rows": _rows(wh.fact_rows, wh.fact_keys, wh.orders),
+        "order-line rows": _rows(wh.line_rows, wh.line_keys, wh.orders),
+    }
+    if dag.fences is None:
+        rows["stale writes rejected"] = "n/a (no fencing)"
+        rows["stale attempts cancelled (on_kill)"] = "n/a (no on_kill)"
+        rows["committed by newest attempt"] = "n/a (not recorded)"
+    else:
+        by_task = {t.task_id: t for t in dag.tasks}
+        newest = sum(f.committed_try is not None and f.committed_try == f.issued_try for f in dag.fences)
+        rows["stale writes rejected"] = str(sum(f.rejected_count for f in dag.fences))
+        cancelled = sum(a.outcome == "cancelled" for t in dag.tasks for a in t.attempts[:-1])
+        rows["stale attempts cancelled (on_kill)"] = str(cancelled)
+        rows["committed by newest attempt"] = f"{newest}/{len(dag.fences)} fenced writes"
+        skipped = sum(
+            f.committed_try is not None and f.committed_try < (_last_try(by_task.get(f.task_id)) or 0)
+            for f in dag.fences
+        )
+        if skipped:
+            rows["re-runs that found the work committed"] = str(skipped)
+    rows["seconds of work redone"] = f"{sum(work_redone(t) for t in dag.tasks):.0f}"
+    return rows
+
+
+def broken_invariants(dag: DagFacts) -> list[str]:
+    """The crashsafe DAG's promises that did not hold (empty when all hold)."""
+    broken = []
+    wh = dag.warehouse
+    if dag.run_state != "success":
+        broken.append(f"DAG run ended {dag.run_state}, not success")
+    not_ok = [f"{t.task_id}={t.final_state}" for t in dag.tasks if t.final_state != "success"]
+    if not_ok:
+        broken.append("tasks did not end success: " + ", ".join(not_ok))
+    if abs(wh.revenue_actual - wh.revenue_expected) >= EPSILON:
+        broken.append(f"revenue {_money(wh.revenue_actual)} != expected {_money(wh.revenue_expected)}")
+    if len(wh.revenue_reported) != 1 or abs(wh.revenue_reported[0] - wh.revenue_expected) >= EPSILON:
+        broken.append(f"reported revenue {wh.revenue_reported} != [{_money(wh.revenue_expected)}]")
+    for name, rows, keys in (
+        ("fact", wh.fact_rows, wh.fact_keys),
+        ("order-line", wh.line_rows, wh.line_keys),
+    ):
+        if rows != keys:
+            broken.append(f"{rows - keys} {name} rows counted twice")
+        if keys != wh.orders:
+            broken.append(f"{name} rows cover {keys} of {wh.orders} orders")
+    if dag.fences is not None:
+        fenced = {f.task_id for f in dag.fences}
+        missing = [t.task_id for t in dag.long_tasks() if t.task_id not in fenced]
+        if missing:
+            broken.append("no fenced commit recorded for " + ", ".join(missing))
+        for f in dag.fences:
+            if f.committed_try is None:
+                broken.append(f"{f.task_id} ({f.target}) never committed")
+            elif f.committed_try != f.issued_try:
+                broken.append(
+                    f"stale overwrite: {f.task_id} ({f.target}) committed by try {f.committed_try} "
+                    f"after try {f.issued_try} was issued the slot"
+                )
+    return broken
+
+
+def inconclusive(facts: DrillFacts) -> list[str]:
+    """Reasons the drill proved nothing (the crash did not interrupt any load)."""
+    reasons = []
+    for dag in (facts.plain, facts.crashsafe):
+        if dag is not None and not any(len(t.attempts) >= 2 for t in dag.long_tasks()):
+            reasons.append(f"{dag.dag_id}: no load was reset; the crash interrupted nothing")
+    return reasons
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "?"
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S UTC")
+
+
+def render(facts: DrillFacts) -> str:
+    """The side-by-side text report."""
+    sides = [("plain operators", facts.plain), ("crashsafe", facts.crashsafe)]
+    columns = [(title, metrics(dag)) for title, dag in sides if dag is not None]
+    down = (
+        f"{facts.restarted_at - facts.crashed_at:.0f} s"
+        if facts.crashed_at is not None and facts.restarted_at is not None
+        else "?"
+    )
+    lines = [
+        f"Crash drill: scheduler SIGKILLed at {_when(facts.crashed_at)}, down {down}, then restarted",
+        "",
+    ]
+    names = list(dict.fromkeys(name for _, rows in columns for name in rows))
+    width = max(len(n) for n in names) + 2
+    col = max([24, *(len(v) + 2 for _, rows in columns for v in rows.values())])
+    lines.append(" " * width + "".join(title.ljust(col) for title, _ in columns).rstrip())
+    for name in names:
+        values = "".join(rows.get(name, "").ljust(col) for _, rows in columns)
+        lines.append((name.ljust(width) + values).rstrip())
+    lines.append("")
+    if facts.crashsafe is not None:
+        broken = broken_invariants(facts.crashsafe)
+        if broken:
+            lines.append("CRASHSAFE INVARIANTS BROKEN:")
+            lines += [f"  - {b}" for b in broken]
+        else:
+            lines.append(
+                "Crashsafe invariants hold: revenue exact, no row counted twice, no stale overwrite,"
+            )
+            lines.append("every task ended success.")
+    lines += [f"Note: {n}" for n in (*inconclusive(facts), *facts.notes)]
+    if facts.wall_seconds:
+        lines.append(f"Drill wall time: {facts.wall_seconds:.0f} s")
+    return "\n".join(lines)

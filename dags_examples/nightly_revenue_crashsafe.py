@@ -1,0 +1,147 @@
+"""The same nightly revenue load with airflow-crashsafe operators: exact after a scheduler crash.
+
+The incident is the one ``nightly_revenue_plain.py`` suffers: the scheduler is SIGKILLed while the
+loads run, comes back more than 30 s later, resets every running task and starts it again while
+the old attempt is still working. Here that costs time, not correctness:
+
+- ``merge_revenue_<region>`` (``NaturalKeyMergeOperator``) MERGEs the region's orders into
+  ``drill_crashsafe.fact_revenue`` on the natural key ``(day, region, order_id)`` — backed by the
+  primary key, no generated key column — so running it twice cannot add a row twice;
+- ``overwrite_lines_<region>`` (``PartitionOverwriteOperator``) replaces exactly the
+  ``(day, region)`` partition of ``drill_crashsafe.order_lines`` in one transaction, instead of
+  appending to it;
+- every write is fenced: it commits only if its attempt still holds the newest fencing token for
+  the slot, so the stale attempt the scheduler abandoned gets ``FencedOut`` and rolls back, and a
+  re-run of a slot already committed in this clear generation returns at once;
+- ``revenue_total`` MERGEs the day's total on ``day``: one row, the exact figure.
+
+The long statement is simulated by ``long_work()`` in the source query, a server-side sleep of up
+to ``work_seconds`` (param) that the crash drill ends early once the restarted scheduler has re-run
+the loads (a user function is fine for the MERGE's non-determinism check; ``now()`` would not
+be). Connection: ``crashsafe_warehouse`` (PostgreSQL). ``CRASHSAFE_DRILL_REGIONS`` sets the number
+of regions (default 8); nothing else happens at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+from airflow.sdk import DAG, Param
+
+from airflow_crashsafe.operators.sql import NaturalKeyMergeOperator, PartitionOverwriteOperator
+
+SCHEMA = "drill_crashsafe"
+CONN_ID = "crashsafe_warehouse"
+REGIONS = [f"r{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_REGIONS", "8")) + 1)]
+ORDERS_PER_REGION = 40
+
+# Idempotent DDL and seed: a plain operator is safe here, running it twice changes nothing.
+SETUP = [
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.orders (
+        day date NOT NULL, region text NOT NULL, order_id integer NOT NULL,
+        amount numeric(12, 2) NOT NULL, qty integer NOT NULL,
+        PRIMARY KEY (day, region, order_id))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.fact_revenue (
+        day date NOT NULL, region text NOT NULL, order_id integer NOT NULL,
+        amount numeric(12, 2) NOT NULL, PRIMARY KEY (day, region, order_id))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.order_lines (
+        day date NOT NULL, region text NOT NULL, order_id integer NOT NULL, qty integer NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.daily_revenue (
+        day date PRIMARY KEY, revenue numeric(14, 2) NOT NULL)""",
+    # The "long warehouse job": sleeps up to max_seconds, or until the day is released (the crash
+    # drill releases it once the restarted scheduler has re-run the loads, so its timing does not
+    # depend on the machine's speed). Standalone, it is just a max_seconds sleep.
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(max_seconds double precision, for_day date)
+        RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE deadline timestamptz := clock_timestamp() + make_interval(secs => max_seconds);
+        BEGIN
+            WHILE clock_timestamp() < deadline LOOP
+                IF EXISTS (SELECT 1 FROM {SCHEMA}.work_release WHERE day = for_day) THEN
+                    RETURN true;
+                END IF;
+                PERFORM pg_sleep(0.5);
+            END LOOP;
+            RETURN false;
+        END $$""",
+    f"""INSERT INTO {SCHEMA}.orders (day, region, order_id, amount, qty)
+        SELECT %(day)s::date, 'r' || lpad(r::text, 2, '0'), o,
+               (mod(o * 37 + r * 11, 500) + 10)::numeric / 4, mod(o + r, 7) + 1
+        FROM generate_series(1, %(regions)s) AS r, generate_series(1, {ORDERS_PER_REGION}) AS o
+        ON CONFLICT DO NOTHING""",
+]
+
+# Source queries: the MATERIALIZED CTE runs long_work() once per statement (the long warehouse job).
+REVENUE_SOURCE = f"""
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+SELECT o.day, o.region, o.order_id, o.amount
+FROM {SCHEMA}.orders AS o CROSS JOIN work
+WHERE o.day = %(day)s::date AND o.region = %(region)s
+"""
+
+LINES_SOURCE = f"""
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+SELECT o.day, o.region, o.order_id, o.qty
+FROM {SCHEMA}.orders AS o CROSS JOIN work
+WHERE o.day = %(day)s::date AND o.region = %(region)s
+"""
+
+TOTAL_SOURCE = f"""
+SELECT %(day)s::date AS day, coalesce(sum(amount), 0) AS revenue
+FROM {SCHEMA}.fact_revenue WHERE day = %(day)s::date
+"""
+
+with DAG(
+    dag_id="nightly_revenue_crashsafe",
+    description="Nightly revenue with crashsafe operators: exact when the scheduler crashes",
+    schedule=None,
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_tasks=64,
+    max_active_runs=1,
+    params={"work_seconds": Param(75, type="integer", minimum=0)},
+    default_args={"retries": 0},
+    tags=["crashsafe-drill", "crashsafe"],
+    doc_md=__doc__,
+) as dag:
+    setup = SQLExecuteQueryOperator(
+        task_id="setup",
+        conn_id=CONN_ID,
+        sql=SETUP,
+        parameters={"day": "{{ ds }}", "regions": len(REGIONS)},
+        autocommit=True,
+    )
+    total = NaturalKeyMergeOperator(
+        task_id="revenue_total",
+        conn_id=CONN_ID,
+        target_table=f"{SCHEMA}.daily_revenue",
+        sql=TOTAL_SOURCE,
+        natural_key=["day"],
+        update_columns=["revenue"],
+        parameters={"day": "{{ ds }}"},
+    )
+    for region in REGIONS:
+        params = {"day": "{{ ds }}", "region": region}
+        loads = [
+            NaturalKeyMergeOperator(
+                task_id=f"merge_revenue_{region}",
+                conn_id=CONN_ID,
+                target_table=f"{SCHEMA}.fact_revenue",
+                sql=REVENUE_SOURCE,
+                natural_key=["day", "region", "order_id"],
+                update_columns=["amount"],
+                parameters=params,
+            ),
+            PartitionOverwriteOperator(
+                task_id=f"overwrite_lines_{region}",
+                conn_id=CONN_ID,
+                target_table=f"{SCHEMA}.order_lines",
+                partition={"day": "{{ ds }}", "region": region},
+                sql=LINES_SOURCE,
+                parameters=params,
+            ),
+        ]
+        setup >> loads >> total

@@ -1,0 +1,129 @@
+"""The nightly revenue load written with plain Airflow operators — the crash drill's control.
+
+The incident it models: the scheduler is SIGKILLed (OOM, node loss, a bad deploy) while the night's
+loads run. Their LocalExecutor workers keep going; the api-server keeps recording heartbeats. The
+scheduler comes back more than ``scheduler_health_check_threshold`` (30 s) later and, at start-up,
+resets every task of the dead scheduler that is still running and starts it again at once — a
+new try, no retry needed. The old attempt is only told to stop at its next heartbeat, and the
+statement it already sent keeps running inside PostgreSQL and commits (an autocommit statement
+completes server-side even after its client is killed). So every interrupted load runs twice:
+
+- ``load_revenue_<region>`` INSERTs the region's orders into ``drill_plain.fact_revenue``, whose
+  surrogate key is generated (``bigserial``): the second run adds a second copy of every row
+  and the night's revenue doubles;
+- ``append_lines_<region>`` appends the region's order lines: the partition ends up twice as big;
+- ``revenue_total`` then reports the doubled figure, and the DAG run ends ``success``.
+
+The long statement is simulated by ``long_work()`` inside the INSERT … SELECT: a server-side
+sleep of up to ``work_seconds`` (param) that the crash drill ends early once the restarted
+scheduler has re-run the loads. ``nightly_revenue_crashsafe.py`` is the same night written with
+airflow-crashsafe operators. Connection: ``crashsafe_warehouse`` (PostgreSQL). The number of
+regions comes from ``CRASHSAFE_DRILL_REGIONS`` (default 8, i.e. 16 parallel loads), so the drill
+can run a shorter night; nothing else happens at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+from airflow.sdk import DAG, Param
+
+SCHEMA = "drill_plain"
+CONN_ID = "crashsafe_warehouse"
+REGIONS = [f"r{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_REGIONS", "8")) + 1)]
+ORDERS_PER_REGION = 40
+
+SETUP = [
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.orders (
+        day date NOT NULL, region text NOT NULL, order_id integer NOT NULL,
+        amount numeric(12, 2) NOT NULL, qty integer NOT NULL,
+        PRIMARY KEY (day, region, order_id))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.fact_revenue (
+        id bigserial PRIMARY KEY, day date NOT NULL, region text NOT NULL,
+        order_id integer NOT NULL, amount numeric(12, 2) NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.order_lines (
+        day date NOT NULL, region text NOT NULL, order_id integer NOT NULL, qty integer NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.daily_revenue (
+        day date NOT NULL, revenue numeric(14, 2) NOT NULL)""",
+    # The night's source orders: deterministic, so a re-run of the seed changes nothing.
+    # The "long warehouse job": sleeps up to max_seconds, or until the day is released (the crash
+    # drill releases it once the restarted scheduler has re-run the loads, so its timing does not
+    # depend on the machine's speed). Standalone, it is just a max_seconds sleep.
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(max_seconds double precision, for_day date)
+        RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE deadline timestamptz := clock_timestamp() + make_interval(secs => max_seconds);
+        BEGIN
+            WHILE clock_timestamp() < deadline LOOP
+                IF EXISTS (SELECT 1 FROM {SCHEMA}.work_release WHERE day = for_day) THEN
+                    RETURN true;
+                END IF;
+                PERFORM pg_sleep(0.5);
+            END LOOP;
+            RETURN false;
+        END $$""",
+    f"""INSERT INTO {SCHEMA}.orders (day, region, order_id, amount, qty)
+        SELECT %(day)s::date, 'r' || lpad(r::text, 2, '0'), o,
+               (mod(o * 37 + r * 11, 500) + 10)::numeric / 4, mod(o + r, 7) + 1
+        FROM generate_series(1, %(regions)s) AS r, generate_series(1, {ORDERS_PER_REGION}) AS o
+        ON CONFLICT DO NOTHING""",
+]
+
+# The MATERIALIZED CTE runs long_work() exactly once per statement: the "long warehouse job".
+LOAD_REVENUE = f"""
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+INSERT INTO {SCHEMA}.fact_revenue (day, region, order_id, amount)
+SELECT o.day, o.region, o.order_id, o.amount
+FROM {SCHEMA}.orders AS o CROSS JOIN work
+WHERE o.day = %(day)s::date AND o.region = %(region)s
+"""
+
+APPEND_LINES = f"""
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+INSERT INTO {SCHEMA}.order_lines (day, region, order_id, qty)
+SELECT o.day, o.region, o.order_id, o.qty
+FROM {SCHEMA}.orders AS o CROSS JOIN work
+WHERE o.day = %(day)s::date AND o.region = %(region)s
+"""
+
+REVENUE_TOTAL = f"""
+INSERT INTO {SCHEMA}.daily_revenue (day, revenue)
+SELECT %(day)s::date, coalesce(sum(amount), 0) FROM {SCHEMA}.fact_revenue WHERE day = %(day)s::date
+"""
+
+with DAG(
+    dag_id="nightly_revenue_plain",
+    description="Nightly revenue with plain operators: double-counts when the scheduler crashes",
+    schedule=None,
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_tasks=64,
+    max_active_runs=1,
+    params={"work_seconds": Param(75, type="integer", minimum=0)},
+    default_args={"retries": 0, "conn_id": CONN_ID},
+    tags=["crashsafe-drill", "control"],
+    doc_md=__doc__,
+) as dag:
+    setup = SQLExecuteQueryOperator(
+        task_id="setup",
+        sql=SETUP,
+        parameters={"day": "{{ ds }}", "regions": len(REGIONS)},
+        autocommit=True,
+    )
+    total = SQLExecuteQueryOperator(
+        task_id="revenue_total", sql=REVENUE_TOTAL, parameters={"day": "{{ ds }}"}, autocommit=True
+    )
+    for region in REGIONS:
+        params = {"day": "{{ ds }}", "region": region}
+        loads = [
+            SQLExecuteQueryOperator(
+                task_id=f"load_revenue_{region}", sql=LOAD_REVENUE, parameters=params, autocommit=True
+            ),
+            SQLExecuteQueryOperator(
+                task_id=f"append_lines_{region}", sql=APPEND_LINES, parameters=params, autocommit=True
+            ),
+        ]
+        setup >> loads >> total

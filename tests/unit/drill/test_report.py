@@ -1,0 +1,189 @@
+"""The drill's report logic on recorded facts: no Airflow, no database, no process."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from airflow_crashsafe.drill.facts import (
+    AttemptFact,
+    DagFacts,
+    DrillFacts,
+    FenceFact,
+    TaskFact,
+    WarehouseFacts,
+    attempts_from_tries,
+    parse_time,
+)
+from airflow_crashsafe.drill.report import (
+    broken_invariants,
+    inconclusive,
+    metrics,
+    overlaps,
+    render,
+    work_redone,
+)
+
+T0 = 1_796_004_634.0  # recorded on a real drill (2 regions, 30 s loads, scheduler down 14 s)
+PREFIXES = ["load_revenue_", "append_lines_", "merge_revenue_", "overwrite_lines_"]
+
+
+def _reset_task(task_id: str) -> TaskFact:
+    """A load reset mid-work: try 1 archived at +24 s but alive until +33.5 s; try 2 from +26 s."""
+    return TaskFact(
+        task_id,
+        "success",
+        [
+            AttemptFact(1, "failed", T0, T0 + 24.0, log_end=T0 + 33.5),
+            AttemptFact(2, "success", T0 + 26.0, T0 + 58.0, log_end=T0 + 58.1),
+        ],
+    )
+
+
+def _single(task_id: str) -> TaskFact:
+    return TaskFact(task_id, "success", [AttemptFact(1, "success", T0 - 8, T0 - 1, T0 - 1)])
+
+
+def _plain() -> DagFacts:
+    tasks = [_single("setup"), _single("revenue_total")]
+    tasks += [_reset_task(f"{kind}_r0{i}") for kind in ("load_revenue", "append_lines") for i in (1, 2)]
+    return DagFacts(
+        dag_id="nightly_revenue_plain",
+        run_state="success",
+        tasks=tasks,
+        warehouse=WarehouseFacts(5200.0, 10400.0, [10400.0], 80, 160, 80, 160, 80),
+        long_task_prefixes=PREFIXES,
+    )
+
+
+def _crashsafe() -> DagFacts:
+    tasks = [_single("setup"), _single("revenue_total")]
+    loads = [f"{kind}_r0{i}" for kind in ("merge_revenue", "overwrite_lines") for i in (1, 2)]
+    tasks += [_reset_task(t) for t in loads]
+    fences = [FenceFact(t, "target", issued_try=2, committed_try=2, rejected_count=1) for t in loads]
+    fences.append(FenceFact("revenue_total", "drill_crashsafe.daily_revenue", 1, 1, 0))
+    return DagFacts(
+        dag_id="nightly_revenue_crashsafe",
+        run_state="success",
+        tasks=tasks,
+        warehouse=WarehouseFacts(5200.0, 5200.0, [5200.0], 80, 80, 80, 80, 80),
+        fences=fences,
+        long_task_prefixes=PREFIXES,
+    )
+
+
+def _facts() -> DrillFacts:
+    return DrillFacts(_plain(), _crashsafe(), crashed_at=T0 + 3, restarted_at=T0 + 17, wall_seconds=107)
+
+
+def test_overlap_uses_the_log_end_not_the_archive_time() -> None:
+    """A reset attempt lives on after it is archived: the overlap runs to its log's last write."""
+    assert overlaps(_reset_task("t")) == [pytest.approx(7.5)]
+
+
+def test_work_redone_is_the_superseded_attempts_run_until_reset() -> None:
+    """Work redone counts each superseded attempt from its start to its reset."""
+    assert work_redone(_reset_task("t")) == pytest.approx(24.0)
+    assert work_redone(_single("t")) == 0
+
+
+def test_recorded_crashsafe_run_breaks_no_invariant() -> None:
+    """Exact revenue, no duplicates, newest try committed, all success: nothing is broken."""
+    assert broken_invariants(_crashsafe()) == []
+
+
+def test_plain_damage_is_reported_not_judged() -> None:
+    """The control's doubled revenue shows in the report; only the crashsafe DAG is judged."""
+    text = render(_facts())
+    assert "10,400.00 (+100.0 %)" in text
+    assert "80 twice" in text
+    assert "5,200.00 (exact)" in text
+    assert "Crashsafe invariants hold" in text
+    assert "plain operators" in text.splitlines()[2]
+    assert "crashsafe" in text.splitlines()[2]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: setattr(d.warehouse, "revenue_actual", 5300.0), "revenue 5,300.00 != expected"),
+        (lambda d: setattr(d.warehouse, "fact_rows", 81), "1 fact rows counted twice"),
+        (lambda d: setattr(d.warehouse, "line_keys", 79), "order-line rows cover 79 of 80"),
+        (lambda d: setattr(d.warehouse, "revenue_reported", [5200.0, 5200.0]), "reported revenue"),
+        (lambda d: setattr(d.fences[0], "committed_try", 1), "stale overwrite: merge_revenue_r01"),
+        (lambda d: setattr(d.fences[0], "committed_try", None), "merge_revenue_r01 (target) never committed"),
+        (lambda d: d.fences.pop(0), "no fenced commit recorded for merge_revenue_r01"),
+        (lambda d: setattr(d.tasks[0], "final_state", "failed"), "tasks did not end success: setup=failed"),
+        (lambda d: setattr(d, "run_state", "failed"), "DAG run ended failed"),
+    ],
+)
+def test_each_broken_promise_is_named(mutate: object, expected: str) -> None:
+    """Every crashsafe invariant that breaks is listed with what broke."""
+    dag = _crashsafe()
+    assert callable(mutate)
+    mutate(dag)
+    broken = broken_invariants(dag)
+    assert any(expected in b for b in broken), broken
+    facts = _facts()
+    facts.crashsafe = dag
+    assert "CRASHSAFE INVARIANTS BROKEN" in render(facts)
+
+
+def test_a_crash_that_interrupted_nothing_is_inconclusive() -> None:
+    """If no load ran twice, the drill proved nothing and says so."""
+    facts = _facts()
+    assert inconclusive(facts) == []
+    assert facts.plain is not None
+    facts.plain.tasks = [_single(t.task_id) for t in facts.plain.tasks]
+    assert inconclusive(facts) == ["nightly_revenue_plain: no load was reset; the crash interrupted nothing"]
+
+
+def test_metrics_side_by_side() -> None:
+    """The rows the issue asks for: attempts, overlaps, revenue, stale writes, work redone."""
+    plain, safe = metrics(_plain()), metrics(_crashsafe())
+    assert plain["loads run more than once"] == safe["loads run more than once"] == "4/4"
+    assert plain["attempts (all tasks)"] == "10"
+    assert plain["overlapping attempts"] == "4 (max 7.5 s)"
+    assert plain["stale writes rejected"] == "n/a (no fencing)"
+    assert safe["stale writes rejected"] == "4"
+    assert safe["committed by newest attempt"] == "5/5 fenced writes"
+    assert plain["seconds of work redone"] == "96"
+
+
+def test_facts_round_trip_through_json() -> None:
+    """``--facts-json`` output loads back into the same facts."""
+    facts = _facts()
+    again = DrillFacts.from_json(facts.to_json())
+    assert again == facts
+    assert again.to_json() == copy.deepcopy(facts).to_json()
+
+
+def test_attempts_from_tries_skips_attempts_that_never_started() -> None:
+    """Tries without a start date (queued, never executed) are not attempts."""
+    tries = [
+        {"try_number": 2, "state": "success", "start_date": "2026-11-30T02:07:00.5Z", "end_date": None},
+        {"try_number": 1, "state": "failed", "start_date": None, "end_date": None},
+    ]
+    attempts = attempts_from_tries(tries)
+    assert [a.try_number for a in attempts] == [2]
+    assert attempts[0].start == parse_time("2026-11-30T02:07:00.5Z")
+
+
+def test_attempt_log_tells_how_a_stale_attempt_ended(tmp_path: Path) -> None:
+    """The task log's last write is the attempt's real end; crashsafe's on_kill line marks it cancelled."""
+    log_dir = tmp_path / "dag_id=d" / "run_id=r" / "task_id=t"
+    log_dir.mkdir(parents=True)
+    (log_dir / "attempt=1.log").write_text(
+        '{"event":"crashsafe: on_kill: cancelling the running statement"}\n'
+    )
+    (log_dir / "attempt=2.log").write_text('{"event":"crashsafe: committed"}\n')
+    tries = [
+        {"dag_id": "d", "task_id": "t", "try_number": n, "state": s, "start_date": "2026-11-30T02:07:00Z"}
+        for n, s in ((1, "failed"), (2, "success"))
+    ]
+    first, second = attempts_from_tries(tries, tmp_path)
+    assert (first.outcome, second.outcome) == ("cancelled", None)
+    assert first.log_end == pytest.approx((log_dir / "attempt=1.log").stat().st_mtime)
+    assert metrics(_crashsafe())["stale attempts cancelled (on_kill)"] == "0"
