@@ -138,21 +138,6 @@ def _fenced_out(
     )
 
 
-def _commit_token(conn: Db, slot: Slot, target: str, attempt: Attempt, token: int) -> bool:
-    try:
-        return fences.commit_token(conn, slot, target, attempt, token)
-    except Exception as exc:
-        # SQLite: a deferred transaction whose snapshot is older than a newer attempt's token
-        # cannot upgrade to a writer ("database is locked"); that is a stale attempt too.
-        if conn.dialect.is_postgres or "locked" not in str(exc):
-            raise
-        conn.rollback()
-        state = fences.read_fence(conn, slot, target)
-        if state is not None and state.issued_token != token:
-            return False
-        raise
-
-
 @contextmanager
 def fenced_transaction(
     conn_id: str,
@@ -204,15 +189,20 @@ def fenced_transaction(
             raise _fenced_out(conn, store, slot, target, attempt, None, issue.newer, "start")
         token = issue.token
         tx = FencedTransaction(conn, slot, target, attempt, token, None)
-        conn.begin(immediate=False)
+        # SQLite has one writer: the body holds the write lock from its start, so a read before
+        # its first write can never be invalidated by another commit (SQLITE_BUSY_SNAPSHOT).
+        conn.begin(immediate=True)
         try:
             yield tx
-            if not _commit_token(conn, slot, target, attempt, token):
+            if not fences.commit_token(conn, slot, target, attempt, token):
                 conn.rollback()
                 raise _fenced_out(conn, store, slot, target, attempt, token, None, "commit")
             conn.commit()
         except BaseException:
-            conn.rollback()
+            try:
+                conn.rollback()
+            except Exception:  # a broken connection must not hide the error that broke it
+                log.warning("crashsafe: rollback failed after an error", exc_info=True)
             raise
         log.info(
             "crashsafe: committed %s (target %r) as %s, token %s.",

@@ -83,6 +83,12 @@ class Db:
             self.raw.execute("ROLLBACK")
         self._in_transaction = False
 
+    def is_broken(self) -> bool:
+        """True when the server side of the connection is gone (closed, terminated, failed over)."""
+        if not self.dialect.is_postgres:
+            return False
+        return bool(getattr(self.raw, "broken", False) or getattr(self.raw, "closed", False))
+
     def cancel(self) -> None:
         """Cancel the statement running on this connection; safe from a signal handler."""
         if self.dialect.is_postgres:

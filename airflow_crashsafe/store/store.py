@@ -48,12 +48,17 @@ class Store:
         self._connect = connect
         self.location = location
         self._local = threading.local()
-        self._opened: list[Db] = []  # every thread's connection, so close() can close them all
+        # Every thread's connection, so close() can close the ones no running thread still uses.
+        self._opened: dict[int, tuple[threading.Thread, Db]] = {}
+        self._generation = 0  # bumped by close(): other threads then reconnect at their next use
         self._migrated = False
         self._migrate_lock = threading.Lock()
 
     def _db(self) -> Db:
         db = getattr(self._local, "db", None)
+        if db is not None and (getattr(self._local, "generation", -1) != self._generation or db.is_broken()):
+            self.discard_connection()  # closed by close() elsewhere, or lost (server restart, failover)
+            db = None
         if db is None:
             try:
                 db = self._connect()
@@ -65,8 +70,9 @@ class Store:
                     f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
                 ) from exc
             self._local.db = db
+            self._local.generation = self._generation
             with self._migrate_lock:
-                self._opened.append(db)
+                self._opened[threading.get_ident()] = (threading.current_thread(), db)
         if not self._migrated:
             with self._migrate_lock:
                 if not self._migrated:
@@ -91,8 +97,16 @@ class Store:
             yield db
             db.commit()
         except BaseException:
-            db.rollback()
+            self._rollback(db)
             raise
+
+    def _rollback(self, db: Db) -> None:
+        """Roll back; a connection too broken to roll back is dropped, never hiding the first error."""
+        try:
+            db.rollback()
+        except Exception:
+            log.debug("crashsafe: store rollback failed; reconnecting at next use", exc_info=True)
+            self.discard_connection()
 
     def connection(self) -> Db:
         """This thread's connection, outside any transaction (for ``fences.issue_token``)."""
@@ -108,8 +122,7 @@ class Store:
             return
         self._local.db = None
         with self._migrate_lock:
-            if db in self._opened:
-                self._opened.remove(db)
+            self._opened.pop(threading.get_ident(), None)
         db.close()
 
     def schema_version(self) -> int:
@@ -118,7 +131,7 @@ class Store:
         try:
             return schema.current_version(db)
         finally:
-            db.rollback()
+            self._rollback(db)
 
     def record_event(
         self,
@@ -155,7 +168,7 @@ class Store:
             )
             db.commit()
         except BaseException:
-            db.rollback()
+            self._rollback(db)
             raise
 
     def events(
@@ -179,19 +192,28 @@ class Store:
         try:
             rows = db.execute(sql + " ORDER BY id", params).fetchall()
         finally:
-            db.rollback()
+            self._rollback(db)
         events = [dict(zip(_EVENT_FIELDS, row, strict=True)) for row in rows]
         for event in events:
             event["detail"] = json.loads(event["detail"] or "{}")
         return events
 
     def close(self) -> None:
-        """Close every connection this store opened, in any thread."""
+        """Close this thread's connection and those of finished threads.
+
+        A connection another thread is using right now is never closed under it (with sqlite3 that
+        crashes the process); that thread drops it and reconnects at its next use.
+        """
+        me = threading.get_ident()
         with self._migrate_lock:
-            opened, self._opened = self._opened, []
-        for db in opened:
+            self._generation += 1
+            closing = [
+                ident for ident, (thread, _) in self._opened.items() if ident == me or not thread.is_alive()
+            ]
+            dbs = [self._opened.pop(ident)[1] for ident in closing]
+        self._local.db = None
+        for db in dbs:
             db.close()
-        self._local = threading.local()
 
 
 _stores: dict[str, Store] = {}

@@ -1,0 +1,81 @@
+"""Concurrent writers for the fencing benchmark: fenced commits per second on independent slots.
+
+Each writer is a spawned process with its own target connection and store; every commit writes one
+row into ``bench_tp`` on a slot of its own. Importable by name, so ``multiprocessing`` can run it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+__all__ = ["TP_TABLE", "create_tp_table", "writer"]
+
+TP_TABLE = "bench_tp"
+
+
+def create_tp_table(url: str) -> None:
+    from airflow_crashsafe.store.dbapi import connect_url
+
+    db = connect_url(url)
+    try:
+        db.begin()
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {TP_TABLE} (phase TEXT NOT NULL, writer INTEGER NOT NULL, "
+            "seq INTEGER NOT NULL, token BIGINT)"
+        )
+        db.commit()
+    finally:
+        db.close()
+
+
+def _context(writer_id: int) -> dict[str, Any]:
+    ti = SimpleNamespace(
+        dag_id="bench_tp",
+        task_id=f"writer_{writer_id}",
+        run_id="bench",
+        map_index=-1,
+        try_number=1,
+        id=str(uuid.uuid4()),
+    )
+    return {"ti": ti, "dag_run": SimpleNamespace(logical_date=None, clear_number=0, run_id="bench")}
+
+
+def writer(
+    url: str, store_url: str | None, writer_id: int, phase: str, seconds: float, barrier: Any, results: Any
+) -> None:
+    """Commit as often as possible for ``seconds``; report how many commits this writer made."""
+    from airflow_crashsafe.fencing import fenced_transaction
+    from airflow_crashsafe.store.dbapi import connect_url
+    from airflow_crashsafe.store.store import Store
+
+    db = connect_url(url)
+    store = Store(lambda: connect_url(store_url), location=store_url) if store_url else None
+    insert = f"INSERT INTO {TP_TABLE} (phase, writer, seq, token) VALUES (%s, %s, %s, %s)"
+    try:
+        if store is not None:
+            store.migrate()
+        ctx = _context(writer_id)
+        barrier.wait(timeout=120)
+        deadline = time.perf_counter() + seconds
+        commits = 0
+        while time.perf_counter() < deadline:
+            if phase == "fenced":
+                with fenced_transaction(
+                    "bench", TP_TABLE, context=ctx, slot_partition=f"{phase}-{commits}", db=db, store=store
+                ) as tx:
+                    tx.cursor.execute(insert, (phase, writer_id, commits, tx.token))
+            else:
+                db.begin()
+                db.raw.cursor().execute(insert, (phase, writer_id, commits, None))
+                db.commit()
+            commits += 1
+        results.put((writer_id, commits, None))
+    except Exception as exc:  # reported to the parent, which fails the run
+        results.put((writer_id, -1, f"{type(exc).__name__}: {exc}"))
+    finally:
+        db.close()
+        if store is not None:
+            store.close()
