@@ -20,7 +20,6 @@ __all__ = [
     "ledger_retention_days",
     "reset_cache",
     "store_conn_id",
-    "store_timeout_seconds",
 ]
 
 #: Options declared in provider info (``config`` section) and read here. Keep the two in step.
@@ -73,11 +72,46 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "5",
         "version_added": "0.1.0",
     },
-    "store_timeout_seconds": {
-        "description": "How long a connection to the crashsafe store may take before it is given up.",
-        "type": "float",
-        "example": "10",
-        "default": "10",
+    "api_url": {
+        "description": "Root URL of the api-server as workers reach it, for the heartbeat sensor and the alerting DAG. Empty: the root of [core] execution_api_server_url, else [api] base_url, else http://localhost:8080.",
+        "type": "string",
+        "example": "http://airflow-api:8080",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "api_conn_id": {
+        "description": 'HTTP connection to Airflow\'s REST API (host, login/password or extra {"token": ...}) used by the alerting DAG for stuck tasks, audit reconciliation and HA replicas; without it those checks are skipped with a warning.',
+        "type": "string",
+        "example": "crashsafe_api",
+        "default": "crashsafe_api",
+        "version_added": "0.1.0",
+    },
+    "dead_mans_switch_url": {
+        "description": "URL the alerting DAG pings every run (healthchecks.io etc.); the external monitor pages when the pings stop, even when all of Airflow is down.",
+        "type": "string",
+        "example": "https://hc-ping.com/<uuid>",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "alerting_config": {
+        "description": "TOML/JSON file with [[sinks]] (the watchdog's format) through which the alerting DAG alerts.",
+        "type": "string",
+        "example": "/etc/crashsafe/alerting.toml",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "alerting_state_dir": {
+        "description": "Where the alerting DAG keeps incidents and its alert outbox. Empty means $AIRFLOW_HOME/crashsafe-alerting.",
+        "type": "string",
+        "example": "/var/lib/crashsafe",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "alerting_instance": {
+        "description": "Name of this Airflow in the alerting DAG's alerts. Empty means <api host>/<dag_id>.",
+        "type": "string",
+        "example": "prod-eu",
+        "default": "",
         "version_added": "0.1.0",
     },
 }
@@ -111,12 +145,6 @@ def embedded_store_path() -> Path:
 
 
 @functools.cache
-def store_timeout_seconds() -> float:
-    """Connect timeout for the crashsafe store, in seconds."""
-    return float(_get("store_timeout_seconds"))
-
-
-@functools.cache
 def ledger_retention_days() -> int:
     """Days an idempotency-ledger entry is kept."""
     return int(_get("ledger_retention_days"))
@@ -145,7 +173,6 @@ def reset_cache() -> None:
     for accessor in (
         store_conn_id,
         embedded_store_path,
-        store_timeout_seconds,
         ledger_retention_days,
         audit_enabled,
         audit_timeout_seconds,

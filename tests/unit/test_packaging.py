@@ -149,11 +149,11 @@ def test_airflow_reads_crashsafe_config_defaults(tmp_path: Path) -> None:
         from airflow.providers_manager import ProvidersManager
         ProvidersManager().initialize_providers_configuration()
         from airflow.configuration import conf
-        print(json.dumps({key: conf.get("crashsafe", key) for key in ("conn_id", "store_timeout_seconds")}))
+        print(json.dumps({key: conf.get("crashsafe", key) for key in ("conn_id", "ledger_retention_days")}))
         """,
         tmp_path / "home",
     )
-    assert loaded == {"conn_id": "crashsafe_default", "store_timeout_seconds": "10"}
+    assert loaded == {"conn_id": "crashsafe_default", "ledger_retention_days": "30"}
 
 
 def test_public_names_are_exact() -> None:
