@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -57,6 +57,23 @@ class Db:
         cursor = self.raw.cursor()
         cursor.execute(self.dialect.adapt(sql), dict(params or {}))
         return cursor
+
+    @contextlib.contextmanager
+    def autocommit(self) -> Iterator[None]:
+        """Each statement inside is its own transaction (no separate COMMIT round trip)."""
+        if not self.dialect.is_postgres:
+            yield  # sqlite3 with isolation_level=None autocommits outside BEGIN
+            return
+        self.raw.autocommit = True
+        try:
+            yield
+        finally:
+            self.raw.autocommit = False
+
+    def execute_alone(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Run one statement as its own transaction in a single round trip."""
+        with self.autocommit():
+            return self.execute(sql, params)
 
     def begin(self, *, immediate: bool = True) -> None:
         """Open a transaction.

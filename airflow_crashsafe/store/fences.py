@@ -172,21 +172,20 @@ def ensure_fence_table(db: Db) -> None:
 def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
     """Issue the next token for (slot, target) to ``attempt``, in a transaction of its own."""
     params = _slot_params(slot, target) | _attempt_params(attempt)
-    for first_try in (True, False):
-        db.begin()
-        try:
-            row = db.execute(_ISSUE, params).fetchone()
-            state = None if row is not None else read_fence(db, slot, target)
-            db.commit()
-        except Exception as exc:
-            db.rollback()
-            if first_try and _is_missing_table(exc):
-                ensure_fence_table(db)
-                continue
+    try:
+        # One statement, one round trip: the token is visible to every other attempt at once.
+        row = db.execute_alone(_ISSUE, params).fetchone()
+    except Exception as exc:
+        if not _is_missing_table(exc):
             raise
-        break
+        ensure_fence_table(db)
+        row = db.execute_alone(_ISSUE, params).fetchone()
+    # No row issued: a newer try holds the slot, or it is committed. Reading why is a second
+    # statement; if the row moved on in between, the attempt is refused all the same.
     if row is not None:
         return Issue(token=int(row[0]))
+    with db.autocommit():
+        state = read_fence(db, slot, target)
     assert state is not None  # no row issued means the row exists
     if state.committed is not None and state.issued_try <= attempt.try_number:
         return Issue(token=None, already_committed=state.committed)

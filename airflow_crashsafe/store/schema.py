@@ -48,6 +48,7 @@ _LEDGER_COLUMNS = """
     run_id TEXT, try_number INTEGER, ti_id TEXT, hostname TEXT, pid INTEGER, token BIGINT,
     response_status INTEGER, result TEXT, error TEXT"""
 
+
 def _attempts_ddl(stamp: str, now: str) -> str:
     # One row per execution: a try run by one process (hostname, pid), so a broker redelivery of
     # the same try is two rows. hostname '' / pid 0 marks a try whose process is not known yet.
@@ -62,8 +63,7 @@ def _attempts_ddl(stamp: str, now: str) -> str:
 
 
 _ATTEMPT_INDEXES = (
-    "CREATE INDEX crashsafe_attempts_slot ON crashsafe_attempts "
-    "(dag_id, task_id, map_index, slot_partition)",
+    "CREATE INDEX crashsafe_attempts_slot ON crashsafe_attempts (dag_id, task_id, map_index, slot_partition)",
     "CREATE INDEX crashsafe_attempts_updated ON crashsafe_attempts (updated_at)",
 )
 
@@ -135,8 +135,10 @@ def latest_version() -> int:
 
 
 def _create_version_table(db: Db) -> None:
-    applied_at = "TIMESTAMPTZ NOT NULL DEFAULT now()" if db.dialect.is_postgres else (
-        "TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP"
+    applied_at = (
+        "TIMESTAMPTZ NOT NULL DEFAULT now()"
+        if db.dialect.is_postgres
+        else ("TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP")
     )
     db.execute(
         f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} "

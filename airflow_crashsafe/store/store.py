@@ -36,8 +36,22 @@ VALUES (%(kind)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(
     %(detail)s)"""
 
 _EVENT_FIELDS = (
-    "id", "kind", "dag_id", "task_id", "map_index", "slot_partition", "target", "run_id",
-    "try_number", "ti_id", "clear_number", "hostname", "pid", "token", "detail", "created_at",
+    "id",
+    "kind",
+    "dag_id",
+    "task_id",
+    "map_index",
+    "slot_partition",
+    "target",
+    "run_id",
+    "try_number",
+    "ti_id",
+    "clear_number",
+    "hostname",
+    "pid",
+    "token",
+    "detail",
+    "created_at",
 )
 
 
@@ -143,11 +157,10 @@ class Store:
         token: int | None = None,
         detail: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append one event about a slot's attempt."""
+        """Append one event about a slot's attempt (one autocommitted statement)."""
         db = self._db()
-        db.begin()
         try:
-            db.execute(
+            db.execute_alone(
                 _INSERT_EVENT,
                 {
                     "kind": kind,
@@ -166,9 +179,9 @@ class Store:
                     "detail": json.dumps(dict(detail or {}), default=str, sort_keys=True),
                 },
             )
-            db.commit()
-        except BaseException:
-            self._rollback(db)
+        except Exception:
+            if db.is_broken():
+                self.discard_connection()
             raise
 
     def events(
