@@ -148,8 +148,10 @@ class IdempotentHttpOperator(BaseOperator):
                 )
             except (requests.ConnectionError, requests.Timeout) as exc:
                 answer, last_error, response = "transient", f"{type(exc).__name__}", None
+                never_arrived = isinstance(exc, requests.ConnectTimeout) or _refused(exc)
             else:
                 answer, last_error = classify(response.status_code), f"HTTP {response.status_code}"
+                never_arrived = False
             self.log.info("%s %s (key %s): %s", self.method.upper(), self.endpoint, call.key, last_error)
             if answer == "success" and response is not None:
                 return self._succeeded(call, response, fields)
@@ -175,7 +177,11 @@ class IdempotentHttpOperator(BaseOperator):
                     )
                 )
                 continue
-            if answer != "in_progress" and sends < self.max_sends:
+            # A target that does not honour keys ("fail") may have acted on an ambiguous answer
+            # (timeout, 5xx): sending again could pay twice. Only a request that never reached
+            # it (connection refused, connect timeout) is retried then.
+            may_resend = self.on_unknown_outcome == "resend" or never_arrived
+            if answer != "in_progress" and sends < self.max_sends and may_resend:
                 time.sleep(backoff_seconds(sends, base=self.backoff_base))
                 continue
             finish_call(call, state="unknown", response_status=status, error=last_error)
@@ -206,3 +212,18 @@ class IdempotentHttpOperator(BaseOperator):
         result = {"status": response.status_code, "key": call.key, "body": redact(body, fields)}
         finish_call(call, state="succeeded", response_status=response.status_code, result=result)
         return jsonlib.loads(jsonlib.dumps(result, default=str))
+
+
+def _refused(exc: BaseException) -> bool:
+    """True when the connection was never established, so the request cannot have arrived."""
+    import urllib3.exceptions
+
+    seen: object = exc
+    for _ in range(8):  # requests wraps urllib3 wraps the socket error: follow a few links
+        if isinstance(seen, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
+            return True
+        if not isinstance(seen, BaseException):
+            return False
+        linked = seen.__cause__ or seen.__context__ or getattr(seen, "reason", None)
+        seen = linked if linked is not None else (seen.args[0] if seen.args else None)
+    return False

@@ -187,3 +187,33 @@ def test_secrets_never_reach_store_or_result(
         dump += repr(ledger.list_entries(db))
     for secret in ("header-s3cret", "conn-pa55word", "4111111111111111"):
         assert secret not in dump
+
+
+def test_fail_policy_never_resends_an_ambiguous_answer_within_the_attempt(
+    store: Store, naive_vendor: NaiveVendor
+) -> None:
+    """With on_unknown_outcome='fail', a 503 is not re-sent: a key-ignoring vendor may have acted."""
+    naive_vendor.scripted_statuses = [503]
+    with pytest.raises(ExternalCallFailed) as raised:
+        push(max_sends=3, on_unknown_outcome="fail").execute(ctx(1))
+    assert raised.value.outcome_unknown
+    assert len(naive_vendor.received) == 1
+
+
+def test_fail_policy_still_retries_a_refused_connection(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection that was refused never delivered the request, so it is retried even with 'fail'."""
+    import socket
+
+    from airflow_crashsafe.store import ledger
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again before the operator connects: refused
+    monkeypatch.setenv("AIRFLOW_CONN_VENDOR", f"http://127.0.0.1:{port}")
+    with pytest.raises(ExternalCallFailed):
+        push(max_sends=3, on_unknown_outcome="fail").execute(ctx(1))
+    with store.transaction() as db:
+        (entry,) = ledger.list_entries(db)
+    assert entry.send_count == 3
