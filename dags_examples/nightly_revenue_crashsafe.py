@@ -13,13 +13,23 @@ the old attempt is still working. Here that costs time, not correctness:
 - every write is fenced: it commits only if its attempt still holds the newest fencing token for
   the slot, so the stale attempt the scheduler abandoned gets ``FencedOut`` and rolls back, and a
   re-run of a slot already committed in this clear generation returns at once;
-- ``revenue_total`` MERGEs the day's total on ``day``: one row, the exact figure.
+- ``revenue_total`` MERGEs the day's total on ``day``: one row, the exact figure;
+- ``push_payment_<vendor>_<payment>`` (``IdempotentHttpOperator``) POSTs a payment instruction
+  while the loads run, under an idempotency key derived from the slot and recorded in the ledger
+  before it leaves. To the ``keyed`` vendor, which honours keys, the reset attempt re-sends with
+  the same key (``on_unknown_outcome="resend"``) and the vendor books once. To the ``naive``
+  vendor, which books whatever it gets, the reset attempt does not send at all
+  (``on_unknown_outcome="fail"``, ``max_sends=1``): the task stops with ``OutcomeUnknown`` for a
+  person to check with the vendor and ``airflow-crashsafe ledger resolve`` — so the DAG run ends
+  ``failed``, with the payment made once, rather than ``success`` with a double payment.
 
 The long statement is simulated by ``long_work()`` in the source query, a server-side sleep of up
 to ``work_seconds`` (param) that the crash drill ends early once the restarted scheduler has re-run
 the loads (a user function is fine for the MERGE's non-determinism check; ``now()`` would not
 be). Connection: ``crashsafe_warehouse`` (PostgreSQL). ``CRASHSAFE_DRILL_REGIONS`` sets the number
-of regions (default 8); nothing else happens at import time.
+of regions (default 8), ``CRASHSAFE_DRILL_PAYMENTS`` the payments per vendor (default 2); HTTP
+connections ``crashsafe_vendor_naive`` and ``crashsafe_vendor_keyed``. Nothing else happens at
+import time.
 """
 
 from __future__ import annotations
@@ -30,12 +40,16 @@ from datetime import datetime
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import DAG, Param
 
+from airflow_crashsafe.operators.http import IdempotentHttpOperator
 from airflow_crashsafe.operators.sql import NaturalKeyMergeOperator, PartitionOverwriteOperator
 
 SCHEMA = "drill_crashsafe"
 CONN_ID = "crashsafe_warehouse"
 REGIONS = [f"r{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_REGIONS", "8")) + 1)]
 ORDERS_PER_REGION = 40
+PAYMENTS = [f"p{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_PAYMENTS", "2")) + 1)]
+#: vendor -> (HTTP connection, what to do when an earlier attempt's outcome is unknown)
+VENDORS = {"naive": ("crashsafe_vendor_naive", "fail"), "keyed": ("crashsafe_vendor_keyed", "resend")}
 
 # Idempotent DDL and seed: a plain operator is safe here, running it twice changes nothing.
 SETUP = [
@@ -145,3 +159,23 @@ with DAG(
             ),
         ]
         setup >> loads >> total
+    for vendor, (http_conn_id, on_unknown) in VENDORS.items():
+        for payment in PAYMENTS:
+            IdempotentHttpOperator(
+                task_id=f"push_payment_{vendor}_{payment}",
+                http_conn_id=http_conn_id,
+                endpoint="/payments",
+                json={
+                    "dag_id": "nightly_revenue_crashsafe",
+                    "payment": payment,
+                    "day": "{{ ds }}",
+                    "amount": 125.5,
+                },
+                on_unknown_outcome=on_unknown,
+                # A target that does not honour keys must never get a second request, not even a
+                # retry after a timeout inside one attempt.
+                max_sends=1 if on_unknown == "fail" else 5,
+                timeout=900,
+                in_progress_wait=900,
+                backoff_base=0.1,
+            )

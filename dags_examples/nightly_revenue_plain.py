@@ -12,28 +12,40 @@ completes server-side even after its client is killed). So every interrupted loa
   surrogate key is generated (``bigserial``): the second run adds a second copy of every row
   and the night's revenue doubles;
 - ``append_lines_<region>`` appends the region's order lines: the partition ends up twice as big;
-- ``revenue_total`` then reports the doubled figure, and the DAG run ends ``success``.
+- ``revenue_total`` then reports the doubled figure, and the DAG run ends ``success``;
+- ``push_payment_<vendor>_<payment>`` (``HttpOperator``) POSTs a payment instruction to a vendor
+  while the loads run: ``naive`` books every request it gets, ``keyed`` honours an
+  ``Idempotency-Key`` — here one made per attempt (``ti.id``), as hand-rolled keys often are. The
+  reset attempt sends the instruction again, and both vendors book the payment twice.
 
 The long statement is simulated by ``long_work()`` inside the INSERT … SELECT: a server-side
 sleep of up to ``work_seconds`` (param) that the crash drill ends early once the restarted
 scheduler has re-run the loads. ``nightly_revenue_crashsafe.py`` is the same night written with
 airflow-crashsafe operators. Connection: ``crashsafe_warehouse`` (PostgreSQL). The number of
 regions comes from ``CRASHSAFE_DRILL_REGIONS`` (default 8, i.e. 16 parallel loads), so the drill
-can run a shorter night; nothing else happens at import time.
+can run a shorter night, ``CRASHSAFE_DRILL_PAYMENTS`` the payments per vendor (default 2); HTTP
+connections ``crashsafe_vendor_naive`` and ``crashsafe_vendor_keyed``. Nothing else happens at
+import time.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+from airflow.providers.http.operators.http import HttpOperator
 from airflow.sdk import DAG, Param
 
 SCHEMA = "drill_plain"
 CONN_ID = "crashsafe_warehouse"
 REGIONS = [f"r{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_REGIONS", "8")) + 1)]
 ORDERS_PER_REGION = 40
+PAYMENTS = [f"p{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_PAYMENTS", "2")) + 1)]
+VENDORS = {"naive": "crashsafe_vendor_naive", "keyed": "crashsafe_vendor_keyed"}
+#: The naive vendor gets no key; the keyed one a key made per attempt, as hand-rolled keys often are.
+KEY_HEADERS = {"naive": {}, "keyed": {"Idempotency-Key": "{{ ti.id }}"}}
 
 SETUP = [
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
@@ -127,3 +139,22 @@ with DAG(
             ),
         ]
         setup >> loads >> total
+    for vendor, http_conn_id in VENDORS.items():
+        for payment in PAYMENTS:
+            HttpOperator(
+                task_id=f"push_payment_{vendor}_{payment}",
+                http_conn_id=http_conn_id,
+                endpoint="/payments",
+                method="POST",
+                data=json.dumps(
+                    {
+                        "dag_id": "nightly_revenue_plain",
+                        "payment": payment,
+                        "day": "{{ ds }}",
+                        "amount": 125.5,
+                    }
+                ),
+                headers={"Content-Type": "application/json", **KEY_HEADERS[vendor]},
+                # The vendor may take long: a timeout would only add a third send.
+                extra_options={"timeout": 900},
+            )

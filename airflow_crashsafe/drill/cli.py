@@ -7,28 +7,19 @@ proved nothing (no load was interrupted). The plain DAG's damage is expected and
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
-import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
-from urllib.parse import urlsplit, urlunsplit
 
 from airflow_crashsafe.drill import facts as facts_mod
-from airflow_crashsafe.drill.airflow_home import DrillHome, component_env, repo_root
-from airflow_crashsafe.drill.components import Component, drill_processes, kill_drill_processes
-from airflow_crashsafe.drill.report import broken_invariants, inconclusive, render
+from airflow_crashsafe.drill.airflow_home import component_env, repo_root
+from airflow_crashsafe.drill.components import wait_until
+from airflow_crashsafe.drill.report import all_broken, inconclusive, render
 from airflow_crashsafe.drill.scenario import Progress, Scenario, ScenarioTimings
-from airflow_crashsafe.drill.warehouse import (
-    PostgresCluster,
-    airflow_conn_uri,
-    find_pg_bin,
-    release_loads,
-    sqlalchemy_url,
-)
+from airflow_crashsafe.drill.session import DrillSession
+from airflow_crashsafe.drill.warehouse import release_loads
 
 __all__ = ["EXIT_BROKEN", "EXIT_DRILL_FAILED", "EXIT_OK", "add_arguments", "run"]
 
@@ -38,128 +29,60 @@ DAGS = {
     "crashsafe": ("nightly_revenue_crashsafe", "drill_crashsafe"),
 }
 LONG_TASK_PREFIXES = ("load_revenue_", "append_lines_", "merge_revenue_", "overwrite_lines_")
-COMMANDS = {
-    "api-server": ["api-server"],
-    "scheduler": ["scheduler", "--skip-serve-logs"],
-    "dag-processor": ["dag-processor"],
-    "db-migrate": ["db", "migrate"],
-}
+PUSH_PREFIX = "push_payment_"
+VENDOR_NAMES = ("naive", "keyed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The drill's options (the console script calls this on its ``drill`` subparser)."""
-    parser.add_argument(
-        "--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)"
-    )
-    parser.add_argument(
+    a = parser.add_argument
+    a("--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)")
+    a(
         "--metadata",
         choices=["sqlite", "postgres"],
         default="sqlite",
         help="Airflow metadata DB: embedded SQLite or the throwaway PostgreSQL cluster",
     )
-    parser.add_argument("--dags", choices=["both", "plain", "crashsafe"], default="both")
-    parser.add_argument(
-        "--regions",
+    a("--dags", choices=["both", "plain", "crashsafe"], default="both")
+    a("--regions", type=int, default=7, help="regions per DAG; each has two parallel loads (default 7)")
+    a(
+        "--payments",
         type=int,
-        default=7,
-        help="regions per DAG; each has two parallel loads (default 7: 14 loads per DAG)",
+        default=2,
+        help="payments pushed per vendor and DAG while the loads run (default 2; 0: no vendor push)",
     )
-    parser.add_argument(
+    a(
         "--work-seconds",
         type=int,
         default=300,
         help="longest a load works; the drill ends the work once the restarted scheduler re-ran it",
     )
-    parser.add_argument(
-        "--kill-after",
-        type=float,
-        default=10.0,
-        help="seconds after all loads run before the scheduler is SIGKILLed",
-    )
-    parser.add_argument("--outage", type=float, default=40.0, help="seconds the scheduler stays down")
-    parser.add_argument(
+    a("--kill-after", type=float, default=10.0, help="seconds after all loads run before the SIGKILL")
+    a("--outage", type=float, default=40.0, help="seconds the scheduler stays down")
+    a(
         "--health-check-threshold",
         type=int,
         default=30,
         help="[scheduler] scheduler_health_check_threshold (the outage must exceed it)",
     )
-    parser.add_argument(
+    a(
+        "--watch-interval",
+        type=float,
+        default=10.0,
+        help="the watchdog's poll interval, s (default 10, its own default; 0: no watchdog)",
+    )
+    a(
         "--logical-date",
         help="logical date of both runs (default 2024-01-01, or now "
         "with --warehouse-url so earlier drills' fences do not interfere)",
     )
-    parser.add_argument("--workdir", help="parent of the temporary AIRFLOW_HOME (default: system temp)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary AIRFLOW_HOME and logs")
-    parser.add_argument("--facts-json", type=Path, help="also write the raw facts here (JSON)")
-
-
-def _libpq(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(("postgresql", *parts[1:])) if parts.scheme.startswith("postgres") else url
+    a("--workdir", help="parent of the temporary AIRFLOW_HOME (default: system temp)")
+    a("--keep", action="store_true", help="keep the temporary AIRFLOW_HOME and logs")
+    a("--facts-json", type=Path, help="also write the raw facts here (JSON)")
 
 
 def _crashsafe_available() -> bool:
     return (repo_root() / "airflow_crashsafe" / "operators" / "sql.py").exists()
-
-
-class _Drill:
-    """State shared between the phases and the cleanup."""
-
-    def __init__(self, args: argparse.Namespace, progress: Progress) -> None:
-        self.args = args
-        self.progress = progress
-        self.home = DrillHome.create(args.workdir)
-        self.cluster: PostgresCluster | None = None
-        self.sessions: set[int] = set()
-        self.starts: dict[str, int] = {}
-        self.notes: list[str] = []
-        self.keys: list[str] = []
-        self.warehouse_url = ""
-        self.pg_outside: Path | None = None
-
-    def warehouse(self) -> tuple[str, dict[str, str], str]:
-        """(warehouse URL, connection env vars, metadata URL); starts the throwaway cluster if needed."""
-        args, env = self.args, {}
-        metadata = f"sqlite:///{self.home.metadata_sqlite}"
-        pg_bin = find_pg_bin()
-        if args.warehouse_url is None or args.metadata == "postgres":
-            if pg_bin is None:
-                raise RuntimeError(
-                    "no PostgreSQL binaries found (set CRASHSAFE_PG_BIN or install postgresql); the "
-                    "SQLite warehouse fallback is not supported yet: pass --warehouse-url postgresql://..."
-                )
-            # Run as root, the cluster runs as ``postgres``, which must reach its directory: the
-            # drill's own tree may sit under a private parent (pytest's tmp dirs are 0700).
-            pg_root = self.home.root / "pg"
-            if os.geteuid() == 0:
-                pg_root = Path(tempfile.mkdtemp(prefix="crashsafe-drill-pg-"))
-                self.pg_outside = pg_root
-            self.cluster = PostgresCluster(root=pg_root, bin_dir=pg_bin)
-            self.cluster.start(["warehouse", "crashsafe_store", "airflow"], self.home.logs / "postgres.log")
-            self.sessions.add(self.cluster.proc.pid if self.cluster.proc else -1)
-            self.progress(f"throwaway PostgreSQL on 127.0.0.1:{self.cluster.port}")
-            # Many task processes write to the crashsafe store at once: PostgreSQL, not SQLite.
-            env["AIRFLOW_CONN_CRASHSAFE_DEFAULT"] = airflow_conn_uri(self.cluster.url("crashsafe_store"))
-            if args.metadata == "postgres":
-                metadata = sqlalchemy_url(self.cluster.url("airflow"))
-        url = args.warehouse_url or (self.cluster.url("warehouse") if self.cluster else "")
-        env["AIRFLOW_CONN_CRASHSAFE_WAREHOUSE"] = airflow_conn_uri(_libpq(url))
-        return _libpq(url), env, metadata
-
-    def component(self, name: str, env: dict[str, str]) -> Component:
-        self.starts[name] = self.starts.get(name, 0) + 1
-        suffix = "" if self.starts[name] == 1 else f"-{self.starts[name]}"
-        airflow = str(Path(sys.executable).parent / "airflow")
-        return Component(name, [airflow, *COMMANDS[name]], env, self.home.logs / f"{name}{suffix}.log")
-
-    def cleanup(self, scenario: Scenario | None) -> int:
-        """SIGKILL every process group started, then every straggler; returns how many are left."""
-        for component in scenario.components.values() if scenario else []:
-            component.kill_group()
-        kill_drill_processes(self.sessions, self.home.airflow_home)
-        if self.cluster is not None:
-            self.cluster.stop()
-        return len(drill_processes(self.sessions, self.home.airflow_home))
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -170,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the drill; see the module docstring for exit codes."""
     progress = Progress()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    drill = _Drill(args, progress)
+    drill = DrillSession(args, progress)
     scenario: Scenario | None = None
     rc, failed = EXIT_DRILL_FAILED, True
     try:
@@ -179,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(render(facts), flush=True)
         if args.facts_json:
             args.facts_json.write_text(facts.to_json())
-        rc = EXIT_BROKEN if facts.crashsafe and broken_invariants(facts.crashsafe) else EXIT_OK
+        rc = EXIT_BROKEN if all_broken(facts) else EXIT_OK
         if rc == EXIT_OK and inconclusive(facts):
             rc = EXIT_DRILL_FAILED
         failed = rc != EXIT_OK
@@ -211,7 +134,22 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
-def _run(drill: _Drill, args: argparse.Namespace, progress: Progress) -> Scenario:
+def _start_watchdog(drill: DrillSession, args: argparse.Namespace) -> None:
+    from airflow_crashsafe.drill.watch import WatchdogProcess, WebhookReceiver
+
+    drill.receiver = WebhookReceiver()
+    options = ["--interval", str(args.watch_interval), "--threshold", str(args.health_check_threshold)]
+    drill.watchdog = WatchdogProcess(drill.home.api_url, drill.receiver.url, drill.home.logs, options=options)
+    drill.watchdog.start()
+    drill.sessions.add(drill.watchdog.pid or -1)
+    drill.progress(
+        f"watchdog started beside Airflow (pid {drill.watchdog.pid}), alerts to {drill.receiver.url}"
+    )
+
+
+def _run(drill: DrillSession, args: argparse.Namespace, progress: Progress) -> Scenario:
+    from airflow_crashsafe.drill.vendors import DrillVendors
+
     keys = drill.keys = ["plain", "crashsafe"] if args.dags == "both" else [args.dags]
     if "crashsafe" in keys and not _crashsafe_available():
         keys.remove("crashsafe")
@@ -225,13 +163,22 @@ def _run(drill: _Drill, args: argparse.Namespace, progress: Progress) -> Scenari
         shutil.copy(repo_root() / "dags_examples" / f"{DAGS[key][0]}.py", dags_dir)
     warehouse_url, conn_env, metadata_url = drill.warehouse()
     drill.warehouse_url = warehouse_url
-    extra = {**conn_env, "CRASHSAFE_DRILL_REGIONS": str(args.regions)}
+    drill.vendors = DrillVendors.start()
+    progress(f"vendors listening: naive {drill.vendors.naive.url}, key-honouring {drill.vendors.keyed.url}")
+    extra = {
+        **conn_env,
+        **drill.vendors.env(),
+        "CRASHSAFE_DRILL_REGIONS": str(args.regions),
+        "CRASHSAFE_DRILL_PAYMENTS": str(args.payments),
+    }
+    running = (2 * args.regions + len(VENDOR_NAMES) * args.payments) * len(keys)
     env = component_env(
         drill.home,
         dags_folder=dags_dir,
         metadata_url=metadata_url,
         extra=extra,
         health_check_threshold=args.health_check_threshold,
+        parallelism=max(32, running + 4),  # every long task must run at once to be caught by the crash
     )
     progress(
         f"AIRFLOW_HOME {drill.home.airflow_home}; migrating the metadata DB ({metadata_url.split(':')[0]})"
@@ -250,7 +197,7 @@ def _run(drill: _Drill, args: argparse.Namespace, progress: Progress) -> Scenari
     scenario = Scenario(
         home=drill.home,
         dag_ids=[DAGS[k][0] for k in keys],
-        long_task_prefixes=LONG_TASK_PREFIXES,
+        long_task_prefixes=(*LONG_TASK_PREFIXES, PUSH_PREFIX),
         logical_date=_logical_date(args),
         timings=timings,
         make_component=lambda name: drill.component(name, env),
@@ -258,12 +205,28 @@ def _run(drill: _Drill, args: argparse.Namespace, progress: Progress) -> Scenari
         on_start=lambda c: drill.sessions.add(c.pid or -1),
     )
     scenario.boot()
+    if args.watch_interval > 0:
+        _start_watchdog(drill, args)
     scenario.trigger({"work_seconds": args.work_seconds})
-    scenario.wait_running(expected=2 * args.regions * len(keys))
+    scenario.wait_running(expected=running)
+    pushes = len(VENDOR_NAMES) * args.payments
+    vendors = drill.vendors
+
+    def in_flight() -> bool:
+        return all(vendors.received_from(DAGS[k][0]) >= pushes for k in keys)
+
+    wait_until("every payment push to reach its vendor", in_flight, 120)
+    if pushes:
+        progress(f"{pushes * len(keys)} payment pushes in flight (the vendors hold them)")
     scenario.crash_and_restart()
     day = scenario.logical_date[:10]
     schemas = [DAGS[k][1] for k in keys]
-    scenario.wait_reset(release=lambda: release_loads(drill.warehouse_url, schemas, day))
+
+    def release() -> None:
+        release_loads(drill.warehouse_url, schemas, day)
+        vendors.release.set()
+
+    scenario.wait_reset(release=release)
     scenario.wait_finished()
     return scenario
 
@@ -277,10 +240,15 @@ def _logical_date(args: argparse.Namespace) -> str:
 
 
 def _collect(
-    drill: _Drill, scenario: Scenario, args: argparse.Namespace, progress: Progress
+    drill: DrillSession, scenario: Scenario, args: argparse.Namespace, progress: Progress
 ) -> facts_mod.DrillFacts:
+    from airflow_crashsafe.drill.audit_view import audit_facts
+    from airflow_crashsafe.drill.vendors import payment_facts
+    from airflow_crashsafe.drill.watch import alert_fact
+
     day = scenario.logical_date[:10]
     sides: dict[str, facts_mod.DagFacts | None] = {"plain": None, "crashsafe": None}
+    payments: dict[str, list[facts_mod.PaymentFact]] = {}
     for key in drill.keys:
         dag_id, schema = DAGS[key]
         sides[key] = facts_mod.collect_dag_facts(
@@ -294,6 +262,27 @@ def _collect(
             long_task_prefixes=list(LONG_TASK_PREFIXES),
             fenced=key == "crashsafe",
         )
+        if drill.vendors is not None and args.payments:
+            intended = [
+                (v, f"p{i:02d}", f"{PUSH_PREFIX}{v}_p{i:02d}")
+                for v in VENDOR_NAMES
+                for i in range(1, args.payments + 1)
+            ]
+            payments[key] = payment_facts(drill.vendors, dag_id, intended)
+    audit: dict[str, list[facts_mod.AuditFact]] = {}
+    if drill.store_url:
+        audit, summary = audit_facts(drill.store_url, drill.home.api_url, {k: DAGS[k][0] for k in drill.keys})
+        progress(summary)
+    alert = None
+    if drill.receiver is not None:
+        alert = alert_fact(
+            drill.receiver,
+            crashed_at=scenario.crashed_at,
+            restarted_at=scenario.restarted_at,
+            settings=f"poll every {args.watch_interval:g} s, threshold {args.health_check_threshold} s, "
+            f"default grace",
+            wait_seconds=2 * args.watch_interval + 30,
+        )
     progress("report")
     return facts_mod.DrillFacts(
         plain=sides["plain"],
@@ -303,4 +292,7 @@ def _collect(
         wall_seconds=progress.elapsed(),
         notes=drill.notes,
         sessions=sorted(drill.sessions),
+        payments=payments,
+        audit=audit,
+        alert=alert,
     )

@@ -17,6 +17,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_crashsafe.drill.extra_facts import (
+    AlertFact,
+    AuditFact,
+    PaymentFact,
+    audit_from_json,
+    payments_from_json,
+)
+
 __all__ = [
     "AttemptFact",
     "DagFacts",
@@ -38,7 +46,8 @@ class AttemptFact:
     start: float | None
     end: float | None
     log_end: float | None = None
-    #: What the attempt's log says about how it ended: "fenced_out", "cancelled" (on_kill) or None.
+    #: What the attempt's log says about how it ended: "fenced_out", "cancelled" (on_kill),
+    #: "outcome_unknown" (a ledgered call stopped for a person) or None.
     outcome: str | None = None
 
     @property
@@ -103,6 +112,10 @@ class DrillFacts:
     notes: list[str] = field(default_factory=list)
     #: Session ids of every process group the drill started (tests check none survives).
     sessions: list[int] = field(default_factory=list)
+    #: Side ("plain" / "crashsafe") -> its payments; side -> the audit's duplicate slots.
+    payments: dict[str, list[PaymentFact]] = field(default_factory=dict)
+    audit: dict[str, list[AuditFact]] = field(default_factory=dict)
+    alert: AlertFact | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -113,6 +126,10 @@ class DrillFacts:
         for side in ("plain", "crashsafe"):
             if raw.get(side) is not None:
                 raw[side] = _dag_facts(raw[side])
+        raw["payments"] = payments_from_json(raw.get("payments") or {})
+        raw["audit"] = audit_from_json(raw.get("audit") or {})
+        if raw.get("alert") is not None:
+            raw["alert"] = AlertFact(**raw["alert"])
         return cls(**raw)
 
 
@@ -137,6 +154,8 @@ def parse_time(value: str | None) -> float | None:
 
 def _outcome(log_text: str) -> str | None:
     """How a stale attempt was stopped, from its task log (crashsafe's own log lines)."""
+    if "OutcomeUnknown" in log_text:
+        return "outcome_unknown"
     if "FencedOut" in log_text:
         return "fenced_out"
     if "crashsafe: on_kill" in log_text:

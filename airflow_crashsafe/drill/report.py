@@ -9,8 +9,24 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from airflow_crashsafe.drill.facts import DagFacts, DrillFacts, TaskFact
+from airflow_crashsafe.drill.report_parts import (
+    STOPPED_FOR_PERSON,
+    alert_lines,
+    audit_lines,
+    payment_invariants,
+    payment_rows,
+    stopped_for_person,
+)
 
-__all__ = ["broken_invariants", "inconclusive", "metrics", "overlaps", "render", "work_redone"]
+__all__ = [
+    "all_broken",
+    "broken_invariants",
+    "inconclusive",
+    "metrics",
+    "overlaps",
+    "render",
+    "work_redone",
+]
 
 EPSILON = 0.005  # money is numeric(12, 2)
 
@@ -70,6 +86,7 @@ def metrics(dag: DagFacts) -> dict[str, str]:
     rows = {
         "DAG run": dag.run_state,
         "tasks ended success": f"{sum(t.final_state == 'success' for t in dag.tasks)}/{len(dag.tasks)}",
+        f"tasks {STOPPED_FOR_PERSON}": str(sum(stopped_for_person(t) for t in dag.tasks)),
         "loads run more than once": f"{len(reset)}/{len(long)}",
         "attempts (all tasks)": str(sum(len(t.attempts) for t in dag.tasks)),
         "overlapping attempts": f"{len(ov)} (max {max(ov):.1f} s)" if ov else "0",
@@ -104,9 +121,13 @@ def broken_invariants(dag: DagFacts) -> list[str]:
     """The crashsafe DAG's promises that did not hold (empty when all hold)."""
     broken = []
     wh = dag.warehouse
-    if dag.run_state != "success":
+    stopped = [t for t in dag.tasks if stopped_for_person(t)]
+    # A run failed only by calls stopped for a person is the documented outcome, not a break.
+    if dag.run_state != "success" and not (dag.run_state == "failed" and stopped):
         broken.append(f"DAG run ended {dag.run_state}, not success")
-    not_ok = [f"{t.task_id}={t.final_state}" for t in dag.tasks if t.final_state != "success"]
+    not_ok = [
+        f"{t.task_id}={t.final_state}" for t in dag.tasks if t.final_state != "success" and t not in stopped
+    ]
     if not_ok:
         broken.append("tasks did not end success: " + ", ".join(not_ok))
     if abs(wh.revenue_actual - wh.revenue_expected) >= EPSILON:
@@ -137,6 +158,13 @@ def broken_invariants(dag: DagFacts) -> list[str]:
     return broken
 
 
+def all_broken(facts: DrillFacts) -> list[str]:
+    """Every broken crashsafe invariant: the DAG's own and the payments'."""
+    if facts.crashsafe is None:
+        return []
+    return broken_invariants(facts.crashsafe) + payment_invariants(facts.payments.get("crashsafe", []))
+
+
 def inconclusive(facts: DrillFacts) -> list[str]:
     """Reasons the drill proved nothing (the crash did not interrupt any load)."""
     reasons = []
@@ -154,8 +182,12 @@ def _when(epoch: float | None) -> str:
 
 def render(facts: DrillFacts) -> str:
     """The side-by-side text report."""
-    sides = [("plain operators", facts.plain), ("crashsafe", facts.crashsafe)]
-    columns = [(title, metrics(dag)) for title, dag in sides if dag is not None]
+    sides = [("plain operators", "plain", facts.plain), ("crashsafe", "crashsafe", facts.crashsafe)]
+    columns = [
+        (title, {**metrics(dag), **payment_rows(facts.payments.get(side, []), dag)})
+        for title, side, dag in sides
+        if dag is not None
+    ]
     down = (
         f"{facts.restarted_at - facts.crashed_at:.0f} s"
         if facts.crashed_at is not None and facts.restarted_at is not None
@@ -173,8 +205,18 @@ def render(facts: DrillFacts) -> str:
         values = "".join(rows.get(name, "").ljust(col) for _, rows in columns)
         lines.append((name.ljust(width) + values).rstrip())
     lines.append("")
+    if facts.audit:
+        lines.append("Audit (airflow-crashsafe audit reconcile, then duplicates), per re-run slot:")
+        for _title, side, dag in sides:
+            if dag is not None and side in facts.audit:
+                lines += audit_lines(dag.dag_id, facts.audit[side])
+        lines.append("")
+    lines += alert_lines(facts.alert)
+    if facts.alert is not None:
+        lines.append("")
     if facts.crashsafe is not None:
-        broken = broken_invariants(facts.crashsafe)
+        broken = all_broken(facts)
+        stopped = [t.task_id for t in facts.crashsafe.tasks if stopped_for_person(t)]
         if broken:
             lines.append("CRASHSAFE INVARIANTS BROKEN:")
             lines += [f"  - {b}" for b in broken]
@@ -182,7 +224,20 @@ def render(facts: DrillFacts) -> str:
             lines.append(
                 "Crashsafe invariants hold: revenue exact, no row counted twice, no stale overwrite,"
             )
-            lines.append("every task ended success.")
+            if facts.payments.get("crashsafe"):
+                lines.append("no payment booked twice,")
+            lines.append(
+                "every task ended success"
+                + (f" except {len(stopped)} {STOPPED_FOR_PERSON}." if stopped else ".")
+            )
+        if stopped:
+            lines.append(
+                f"The crashsafe run ends {facts.crashsafe.run_state} on purpose: "
+                + ", ".join(stopped)
+                + " pushed to a vendor that ignores idempotency keys and the reset attempt cannot know "
+                "whether the first attempt's payment went through; it refuses to pay again "
+                "(OutcomeUnknown). Check with the vendor, then `airflow-crashsafe ledger resolve`."
+            )
     lines += [f"Note: {n}" for n in (*inconclusive(facts), *facts.notes)]
     if facts.wall_seconds:
         lines.append(f"Drill wall time: {facts.wall_seconds:.0f} s")

@@ -30,7 +30,9 @@ DEFAULTS: dict[str, Any] = {
     "db_url_env": None,
     "interval": 10.0,
     "threshold": 30.0,
-    "grace": 30.0,
+    # The heartbeat threshold already absorbs a quick restart; a default grace on top of it would
+    # delay a dead scheduler's page to threshold + grace + poll (70 s with 30 s each).
+    "grace": 0.0,
     "repeat_interval": 3600.0,
     "expect_triggerer": "auto",
     "expect_dag_processor": "auto",
@@ -61,7 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--db-url-env", metavar="VAR", help="environment variable holding the metadata DB URL")
     a("--interval", type=float, help="seconds between polls (default 10)")
     a("--threshold", type=float, help="heartbeat age that means dead, s (default 30, Airflow's)")
-    a("--grace", type=float, help="how long a problem must last before it pages, s (default 30)")
+    a(
+        "--grace",
+        type=float,
+        help="how long a problem must last before it pages, s (default 0: the "
+        "heartbeat threshold already is the grace for a quick restart)",
+    )
     a("--repeat-interval", type=float, help="re-alert an open incident every N s; 0 = never (default 3600)")
     for name in ("triggerer", "dag-processor"):
         a(

@@ -31,7 +31,9 @@ class Rules:
     """The thresholds. ``threshold`` is Airflow's ``scheduler_health_check_threshold`` (30 s)."""
 
     threshold: float = 30.0
-    grace: float = 30.0
+    #: Extra seconds a condition must last before it pages. 0: a dead scheduler already had
+    #: ``threshold`` seconds to come back, so it pages at the first poll past the threshold.
+    grace: float = 0.0
     repeat_interval: float = 3600.0
     expect_triggerer: str = "auto"
     expect_dag_processor: str = "auto"

@@ -111,3 +111,12 @@ def test_dedup_key_is_stable_for_an_incident() -> None:
     _, third = evaluate(incidents, obs(sched(0, at=at), at=at), rules)
     _, fresh = evaluate({}, obs(sched(60), at=T0 + timedelta(seconds=30)), rules)
     assert first[0].dedup_key == second[0].dedup_key == third[0].dedup_key != fresh[0].dedup_key
+
+
+def test_default_grace_pages_at_the_first_poll_past_the_threshold() -> None:
+    """With default rules a dead scheduler pages at once: the 30 s threshold already is the grace."""
+    rules = Rules()
+    assert rules.grace == 0
+    incidents, alerts = evaluate({}, obs(sched(31)), rules)
+    assert [(a.event, a.severity) for a in alerts] == [("trigger", "critical")]
+    assert incidents["scheduler_dead"].opened_at == T0

@@ -1,0 +1,130 @@
+"""A bare, booted Airflow (api-server, scheduler, dag-processor) to crash again and again.
+
+The crash drill boots Airflow once per drill; the watchdog's end-to-end tests and its latency
+benchmark need the same real components, but idle (no DAGs) and several crashes per boot. This
+reuses the drill's pieces — temporary home, environment, :class:`Component`, the throwaway
+PostgreSQL cluster for a metadata DB that HA schedulers can share — and cleans up as the drill
+does: ``close()`` SIGKILLs every process group it started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_crashsafe.drill.airflow_home import DrillHome, component_env
+from airflow_crashsafe.drill.components import (
+    Component,
+    drill_processes,
+    health,
+    kill_drill_processes,
+    wait_until,
+)
+from airflow_crashsafe.drill.session import COMMANDS
+from airflow_crashsafe.drill.warehouse import PostgresCluster, find_pg_bin, sqlalchemy_url
+
+__all__ = ["AirflowStack"]
+
+
+class AirflowStack:
+    """Boot with :meth:`start`; :meth:`crash`/:meth:`restart` components; always :meth:`close`."""
+
+    def __init__(self, workdir: str | None = None, *, health_check_threshold: int = 30) -> None:
+        self.home = DrillHome.create(workdir)
+        self.threshold = health_check_threshold
+        self.cluster: PostgresCluster | None = None
+        self.pg_outside: Path | None = None
+        self.sessions: set[int] = set()
+        self.components: dict[str, Component] = {}
+        self.env: dict[str, str] = {}
+        self._starts: dict[str, int] = {}
+
+    @property
+    def api_url(self) -> str:
+        return self.home.api_url
+
+    def start(self, boot_timeout: float = 240.0) -> AirflowStack:
+        """PostgreSQL metadata DB, ``db migrate``, then the three components until healthy."""
+        pg_bin = find_pg_bin()
+        if pg_bin is None:
+            raise RuntimeError("no PostgreSQL binaries found (set CRASHSAFE_PG_BIN or install postgresql)")
+        pg_root = self.home.root / "pg"
+        if os.geteuid() == 0:  # the cluster runs as ``postgres``: keep it out of private parents
+            pg_root = self.pg_outside = Path(tempfile.mkdtemp(prefix="crashsafe-stack-pg-"))
+        self.cluster = PostgresCluster(root=pg_root, bin_dir=pg_bin)
+        self.cluster.start(["airflow"], self.home.logs / "postgres.log")
+        self.sessions.add(self.cluster.proc.pid if self.cluster.proc else -1)
+        dags = self.home.airflow_home / "dags"
+        dags.mkdir(exist_ok=True)
+        self.env = component_env(
+            self.home,
+            dags_folder=dags,
+            metadata_url=sqlalchemy_url(self.cluster.url("airflow")),
+            health_check_threshold=self.threshold,
+        )
+        migrate = self._component("db-migrate")
+        migrate.start()
+        self.sessions.add(migrate.pid or -1)
+        if migrate.proc is None or migrate.proc.wait(timeout=300) != 0:
+            raise RuntimeError(f"airflow db migrate failed:\n{migrate.tail()}")
+        for name in ("api-server", "scheduler", "dag-processor"):
+            self.launch(name)
+        self.wait_healthy(boot_timeout)
+        return self
+
+    def _component(self, name: str) -> Component:
+        self._starts[name] = self._starts.get(name, 0) + 1
+        suffix = "" if self._starts[name] == 1 else f"-{self._starts[name]}"
+        airflow = str(Path(sys.executable).parent / "airflow")
+        return Component(name, [airflow, *COMMANDS[name]], self.env, self.home.logs / f"{name}{suffix}.log")
+
+    def launch(self, name: str, as_name: str | None = None) -> Component:
+        """Start component ``name`` (registered as ``as_name``, e.g. a second scheduler)."""
+        component = self._component(name)
+        component.start()
+        self.sessions.add(component.pid or -1)
+        self.components[as_name or name] = component
+        return component
+
+    def crash(self, name: str) -> float:
+        """SIGKILL the component's main process, as an OOM kill would; returns the kill time."""
+        self.components[name].crash()
+        return time.time()
+
+    def restart(self, name: str) -> float:
+        """Start ``name`` again; returns the start time."""
+        self.launch(name if not name.startswith("scheduler") else "scheduler", name)
+        return time.time()
+
+    def health(self) -> dict[str, Any]:
+        return health(self.api_url) or {}
+
+    def wait_healthy(self, timeout: float = 120.0) -> None:
+        """Until the scheduler and dag-processor report healthy through the api-server."""
+
+        def healthy() -> bool:
+            for component in self.components.values():
+                if not component.alive():
+                    raise RuntimeError(f"{component.name} exited:\n{component.tail()}")
+            body = self.health()
+            return all((body.get(p) or {}).get("status") == "healthy" for p in ("scheduler", "dag_processor"))
+
+        wait_until("Airflow to become healthy", healthy, timeout)
+
+    def close(self) -> int:
+        """SIGKILL everything started; returns how many processes are left (0 expected)."""
+        for component in self.components.values():
+            component.kill_group()
+        kill_drill_processes(self.sessions, self.home.airflow_home)
+        if self.cluster is not None:
+            self.cluster.stop()
+        left = len(drill_processes(self.sessions, self.home.airflow_home))
+        self.home.remove()
+        if self.pg_outside is not None:
+            shutil.rmtree(self.pg_outside, ignore_errors=True)
+        return left

@@ -1,0 +1,198 @@
+"""The watchdog beside the drill's Airflow, and the local webhook its alerts are delivered to.
+
+The watchdog runs as its own process (``python -m airflow_crashsafe.watchdog.cli``), exactly as an
+operator would run it next to Airflow (ARCHITECTURE decision 10), with one generic webhook sink
+pointed at :class:`WebhookReceiver`, an HTTP server in the drill's process that stamps each
+delivery with its receipt time. SIGKILL-to-alert is then measured end to end: the poll, the rule,
+the sink's HTTP POST.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from airflow_crashsafe.drill.airflow_home import repo_root
+from airflow_crashsafe.drill.extra_facts import AlertFact
+
+__all__ = ["Delivery", "WatchdogProcess", "WebhookReceiver", "alert_fact"]
+
+
+@dataclass
+class Delivery:
+    """One alert as the webhook received it."""
+
+    at: float
+    alert: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        """The incident's condition key (``scheduler_dead``, ``api_unreachable``, ...)."""
+        # ``airflow-crashsafe:<instance>:<key>:<incident id>``; a key may itself hold a colon.
+        parts = str(self.alert.get("dedup_key") or "").split(":")
+        return ":".join(parts[2:-1])
+
+    def summary(self) -> str:
+        return f"{self.alert.get('event')} {self.alert.get('severity')}: {self.alert.get('summary')}"
+
+
+class WebhookReceiver:
+    """A local HTTP endpoint recording every JSON POST with the time it arrived."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[Delivery] = []
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                at = time.time()
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    alert = json.loads(body or b"{}")
+                except ValueError:
+                    alert = {"unparsed": body.decode(errors="replace")}
+                with receiver._arrived:
+                    receiver.deliveries.append(Delivery(at, alert))
+                    receiver._arrived.notify_all()
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/alerts"
+
+    def snapshot(self) -> list[Delivery]:
+        with self._lock:
+            return list(self.deliveries)
+
+    def wait_for(self, event: str, key_prefix: str, *, after: float = 0.0, timeout: float) -> Delivery | None:
+        """The first delivery of ``event`` for a condition starting with ``key_prefix`` after ``after``."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                for d in self.deliveries:
+                    if d.at >= after and d.alert.get("event") == event and d.key.startswith(key_prefix):
+                        return d
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._arrived.wait(left)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@dataclass
+class WatchdogProcess:
+    """``airflow-crashsafe watch`` as a subprocess, delivering to ``webhook_url``."""
+
+    api_url: str
+    webhook_url: str
+    workdir: Path
+    name: str = "watchdog"
+    options: list[str] = field(default_factory=list)
+    token: str | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def start(self) -> WatchdogProcess:
+        """Start in a session of its own (cleanup kills the group); its log goes next to its state."""
+        state = self.workdir / f"{self.name}-state"
+        state.mkdir(parents=True, exist_ok=True)
+        config = state / "watch.json"
+        config.write_text(
+            json.dumps({"sinks": [{"type": "webhook", "name": "drill", "url": self.webhook_url}]})
+        )
+        argv = [sys.executable, "-m", "airflow_crashsafe.watchdog.cli", "--config", str(config)]
+        argv += ["--api-url", self.api_url, "--state-dir", str(state), *self.options]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")]))
+        if self.token:
+            env["CRASHSAFE_DRILL_API_TOKEN"] = self.token
+            argv += ["--api-token-env", "CRASHSAFE_DRILL_API_TOKEN"]
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def stop(self) -> None:
+        """SIGTERM (the watchdog stops cleanly between polls), SIGKILL the group if it lingers."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def alert_fact(
+    receiver: WebhookReceiver,
+    *,
+    crashed_at: float | None,
+    restarted_at: float | None,
+    settings: str,
+    wait_seconds: float,
+) -> AlertFact:
+    """The scheduler kill as the webhook saw it: first ``scheduler_dead`` trigger and its resolve.
+
+    The resolve may still be on its way when the runs end: wait up to ``wait_seconds`` for it.
+    """
+    since = crashed_at or 0.0
+    alert = receiver.wait_for("trigger", "scheduler_dead", after=since, timeout=0)
+    resolve = receiver.wait_for(
+        "resolve", "scheduler_dead", after=since, timeout=wait_seconds if alert else 0
+    )
+    return AlertFact(
+        crashed_at=crashed_at,
+        restarted_at=restarted_at,
+        alert_at=alert.at if alert else None,
+        alert_summary=alert.summary() if alert else None,
+        resolve_at=resolve.at if resolve else None,
+        received=[{**d.alert, "received_at": d.at} for d in receiver.snapshot()],
+        settings=settings,
+    )

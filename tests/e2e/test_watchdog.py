@@ -1,0 +1,138 @@
+"""The watchdog against real Airflow 3.3 components: real SIGKILLs, a real local HTTP webhook.
+
+One idle Airflow (api-server, scheduler, dag-processor; PostgreSQL metadata so two schedulers can
+share it) is booted for the whole module; each test crashes part of it and leaves it healthy for
+the next, except the last, which kills the api-server. About 4-5 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_crashsafe.drill.components import wait_until
+from airflow_crashsafe.drill.stack import AirflowStack
+from airflow_crashsafe.drill.warehouse import find_pg_bin
+from airflow_crashsafe.drill.watch import WatchdogProcess, WebhookReceiver
+
+Watch = Callable[..., WebhookReceiver]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
+
+#: Airflow's scheduler_health_check_threshold (30) plus one default poll (10) plus delivery.
+PAGE_WITHIN = 45.0
+FAST = ["--interval", "2", "--threshold", "10"]
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    """One booted Airflow for every test of the module; everything it started is killed after."""
+    if find_pg_bin() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs PostgreSQL binaries for the watchdog e2e tests", pytrace=False)
+        pytest.skip("no PostgreSQL binaries for the metadata DB")
+    stack = AirflowStack(str(tmp_path_factory.mktemp("watchdog-e2e")))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        assert stack.close() == 0, "processes of the test Airflow survived its cleanup"
+
+
+@pytest.fixture
+def watch(airflow: AirflowStack, tmp_path: Path) -> Iterator[Watch]:
+    """Start watchdogs (each with its own webhook receiver); stop them all after the test."""
+    started: list[tuple[WatchdogProcess, WebhookReceiver]] = []
+
+    def start(name: str, *options: str, token: str | None = None) -> WebhookReceiver:
+        receiver = WebhookReceiver()
+        dog = WatchdogProcess(
+            airflow.api_url, receiver.url, tmp_path, name=name, options=list(options), token=token
+        )
+        started.append((dog.start(), receiver))
+        time.sleep(3)  # its first poll sees a healthy Airflow
+        return receiver
+
+    yield start
+    for dog, receiver in started:
+        dog.stop()
+        receiver.close()
+
+
+def _token(api_url: str) -> str:
+    with urllib.request.urlopen(f"{api_url}/auth/token", timeout=10) as resp:
+        return str(json.loads(resp.read())["access_token"])
+
+
+def _running_scheduler_jobs(api_url: str, token: str) -> list[dict[str, object]]:
+    request = urllib.request.Request(
+        f"{api_url}/api/v2/jobs?job_state=running&job_type=SchedulerJob&limit=100",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return list(json.loads(resp.read())["jobs"])
+
+
+def test_scheduler_kill_pages_within_45_s_and_resolves(airflow: AirflowStack, watch: Watch) -> None:
+    """Default settings: SIGKILL -> critical page at the webhook within 45 s; restart -> resolve."""
+    receiver = watch("defaults")
+    killed = airflow.crash("scheduler")
+    alert = receiver.wait_for("trigger", "scheduler_dead", after=killed, timeout=PAGE_WITHIN + 15)
+    assert alert is not None, f"no page; deliveries: {[d.summary() for d in receiver.snapshot()]}"
+    assert alert.alert["severity"] == "critical"
+    assert alert.at - killed <= PAGE_WITHIN, f"paged {alert.at - killed:.1f} s after the SIGKILL"
+    restarted = airflow.restart("scheduler")
+    resolve = receiver.wait_for("resolve", "scheduler_dead", after=restarted, timeout=90)
+    assert resolve is not None, "no resolve after the restart"
+    print(f"SIGKILL -> page {alert.at - killed:.1f} s; restart -> resolve {resolve.at - restarted:.1f} s")
+    airflow.wait_healthy()
+
+
+def test_restart_inside_the_grace_does_not_page(airflow: AirflowStack, watch: Watch) -> None:
+    """A scheduler back within --grace pages nobody, while a grace-0 watchdog beside it did page."""
+    control = watch("grace-0", *FAST, "--grace", "0")
+    graced = watch("grace-60", *FAST, "--grace", "60")
+    killed = airflow.crash("scheduler")
+    paged = control.wait_for("trigger", "scheduler_dead", after=killed, timeout=40)
+    assert paged is not None, "the condition never showed: the test proves nothing"
+    airflow.restart("scheduler")
+    airflow.wait_healthy()
+    assert control.wait_for("resolve", "scheduler_dead", after=killed, timeout=30) is not None
+    time.sleep(4)  # two more polls of the graced watchdog on a healthy Airflow
+    assert time.time() - killed < 60, "the restart took longer than the grace: nothing proved"
+    assert graced.snapshot() == []
+
+
+def test_two_schedulers_one_killed_warns_not_pages(airflow: AirflowStack, watch: Watch) -> None:
+    """HA: one of two schedulers dies -> a warning about that replica; nothing critical."""
+    token = _token(airflow.api_url)
+    before = {job["id"] for job in _running_scheduler_jobs(airflow.api_url, token)}
+    airflow.launch("scheduler", "scheduler2")
+
+    def second_job() -> list[dict[str, object]]:
+        return [j for j in _running_scheduler_jobs(airflow.api_url, token) if j["id"] not in before]
+
+    job_id = wait_until("the second scheduler's job", second_job, 90)[0]["id"]
+    receiver = watch("ha", *FAST, token=token)
+    killed = airflow.crash("scheduler2")
+    warning = receiver.wait_for("trigger", f"scheduler_replica_dead:{job_id}", after=killed, timeout=40)
+    assert warning is not None, f"no replica warning; got {[d.summary() for d in receiver.snapshot()]}"
+    assert warning.alert["severity"] == "warning"
+    time.sleep(4)
+    pages = [d.summary() for d in receiver.snapshot() if d.alert.get("severity") == "critical"]
+    assert pages == []
+
+
+def test_api_server_kill_pages(airflow: AirflowStack, watch: Watch) -> None:
+    """An unreachable api-server is itself a critical page (the watchdog is blind), not silence."""
+    receiver = watch("api", *FAST)
+    killed = airflow.crash("api-server")
+    alert = receiver.wait_for("trigger", "api_unreachable", after=killed, timeout=30)
+    assert alert is not None, f"no page; got {[d.summary() for d in receiver.snapshot()]}"
+    assert alert.alert["severity"] == "critical"
