@@ -10,6 +10,7 @@ from airflow.plugins_manager import AirflowPlugin
 
 from airflow_crashsafe.audit import listener as audit_listener
 from airflow_crashsafe.macros import MACROS
+from airflow_crashsafe.ui import EXTERNAL_VIEWS, FASTAPI_APPS
 
 __all__ = ["CrashsafePlugin"]
 
@@ -22,3 +23,7 @@ class CrashsafePlugin(AirflowPlugin):
     macros = MACROS
     #: Records every attempt's start and end in the crashsafe store (the duplicate-run audit).
     listeners = [audit_listener]
+    #: The UI at /crashsafe; a lazy ASGI app, built on its first request (only the api-server serves).
+    fastapi_apps = FASTAPI_APPS
+    #: "Crash safety" in Airflow's navigation, and an "Attempts" tab on the task-instance page.
+    external_views = EXTERNAL_VIEWS

@@ -1,0 +1,168 @@
+"""The JSON API's response models (also the pages' view models, so both show the same facts)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "ComponentHealth",
+    "DuplicateList",
+    "DuplicateSlot",
+    "EventList",
+    "ExecutionOut",
+    "FenceEvent",
+    "LedgerEntryOut",
+    "LedgerList",
+    "Outage",
+    "Overview",
+    "RerunOut",
+    "Timeline",
+]
+
+
+class ComponentHealth(BaseModel):
+    """One Airflow component as the api-server's health check sees it now."""
+
+    component: str
+    status: str = Field(description="healthy, unhealthy or never_started")
+    latest_heartbeat: datetime | None = None
+    heartbeat_age_seconds: float | None = None
+
+
+class Outage(BaseModel):
+    """A window with no live scheduler (from Airflow's job table)."""
+
+    started_at: datetime
+    ended_at: datetime | None = Field(None, description="null while the outage goes on")
+    seconds: float
+    ongoing: bool = False
+
+
+class Overview(BaseModel):
+    """Health now, recent outages and the duplicates of the readable DAGs by risk."""
+
+    generated_at: datetime
+    days: int
+    metadatabase_ok: bool
+    components: list[ComponentHealth]
+    outages: list[Outage]
+    duplicates_by_risk: dict[str, int]
+    fence_rejections: int
+    skipped_committed: int
+
+
+class ExecutionOut(BaseModel):
+    """One execution of a slot: a try run by one process."""
+
+    run_id: str
+    try_number: int
+    hostname: str
+    pid: int
+    ti_id: str | None = None
+    clear_number: int | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    alive_until: datetime
+    end_source: str | None = None
+    state: str | None = None
+
+
+class RerunOut(BaseModel):
+    """Why a later execution re-ran the slot, and how long it overlapped an earlier one."""
+
+    earlier_try: int
+    later_try: int
+    earlier_pid: int
+    later_pid: int
+    kinds: list[str]
+    overlap_seconds: float
+
+
+class DuplicateSlot(BaseModel):
+    """A slot that executed more than once, classified by the audit."""
+
+    dag_id: str
+    task_id: str
+    map_index: int
+    partition: str
+    runs: int
+    kinds: list[str]
+    overlap_seconds: float
+    protection: str
+    protection_evidence: list[str]
+    risk: str
+    first_started_at: datetime
+    executions: list[ExecutionOut]
+
+
+class DuplicateList(BaseModel):
+    total: int
+    items: list[DuplicateSlot]
+
+
+class Timeline(BaseModel):
+    """Every execution of one slot, its re-runs and the scheduler outages around them."""
+
+    dag_id: str
+    task_id: str
+    map_index: int
+    partition: str
+    protection: str
+    risk: str
+    executions: list[ExecutionOut]
+    reruns: list[RerunOut]
+    outages: list[Outage]
+
+
+class LedgerEntryOut(BaseModel):
+    """One idempotency key; the request is never shown and secret-looking fields are masked."""
+
+    idem_key: str
+    dag_id: str
+    task_id: str
+    map_index: int
+    partition: str
+    target: str
+    version: int
+    state: str
+    vendor_status: int | None = None
+    send_count: int
+    replay_count: int
+    try_number: int | None = None
+    hostname: str | None = None
+    intent_at: str
+    outcome_at: str | None = None
+    result: Any = None
+    error: str | None = None
+
+
+class LedgerList(BaseModel):
+    total: int
+    items: list[LedgerEntryOut]
+
+
+class FenceEvent(BaseModel):
+    """A fence rejection (``fenced_out``) or committed work skipped by a retry (``skipped_committed``)."""
+
+    id: int
+    kind: str
+    dag_id: str
+    task_id: str
+    map_index: int
+    partition: str
+    target: str
+    run_id: str | None = None
+    try_number: int | None = None
+    hostname: str | None = None
+    pid: int | None = None
+    token: int | None = None
+    created_at: str
+    detail: dict[str, Any]
+
+
+class EventList(BaseModel):
+    total: int
+    items: list[FenceEvent]

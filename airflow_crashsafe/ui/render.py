@@ -1,0 +1,61 @@
+"""Server-side HTML: Jinja2 with autoescape on for every template, and base-URL-aware links.
+
+Everything on a page that came from a task or a vendor (ids, hostnames, response bodies, error
+texts) is a template variable, so it is escaped: markup in a task id renders as text. Links are
+this app's route paths under the mount's root path (``/crashsafe``, behind any
+``[api] base_url`` prefix), and are emitted as paths so a proxy's host name never matters.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader
+
+__all__ = ["link", "page"]
+
+
+@cache
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("airflow_crashsafe.ui", "templates"),
+        autoescape=True,  # every template, whatever its file name
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = _when
+    env.filters["as_json"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
+    return env
+
+
+def _when(value: datetime | str | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value[:19].replace("T", " ")
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def link(request: Request, name: str, /, **params: Any) -> str:
+    """Path (and query) of the route ``name`` in this app, with ``None`` parameters left out."""
+    # Not request.url_for: Airflow mounts this app behind a LazyApp, so the root router (which
+    # url_for asks) cannot see these routes. This app's own router, under the mount's root path, can.
+    path = request.scope.get("root_path", "") + request.app.url_path_for(name)
+    query = {k: v for k, v in params.items() if v is not None and v != ""}
+    return f"{path}?{urlencode(query)}" if query else path
+
+
+def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """Render ``template`` with ``request`` and a bound ``link`` available to it."""
+    html = (
+        _env()
+        .get_template(template)
+        .render(request=request, link=lambda name, **p: link(request, name, **p), **context)
+    )
+    return HTMLResponse(html, status_code=status_code)

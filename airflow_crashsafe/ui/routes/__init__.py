@@ -1,0 +1,1 @@
+"""One router per resource; each serves its JSON under ``/api/...`` and its page beside it."""

@@ -1,0 +1,74 @@
+"""One slot's attempt timeline: the task-instance tab and the duplicates page link here."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Annotated
+
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+
+from airflow_crashsafe.ui import queries
+from airflow_crashsafe.ui.access import ReadableDags, StoreDep
+from airflow_crashsafe.ui.chart import chart
+from airflow_crashsafe.ui.health import SchedulerState, scheduler_state
+from airflow_crashsafe.ui.models import Timeline
+from airflow_crashsafe.ui.render import page
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["timeline"])
+SchedulerDep = Annotated[SchedulerState, Depends(scheduler_state)]
+NOT_FOUND = "No attempts recorded for this slot."
+
+
+def find_timeline(
+    store: StoreDep,
+    allowed: ReadableDags,
+    scheduler: SchedulerDep,
+    dag_id: Annotated[str, Query()],
+    task_id: Annotated[str, Query()],
+    map_index: Annotated[int, Query()] = -1,
+    partition: Annotated[str | None, Query(description="the slot's partition")] = None,
+    run_id: Annotated[str | None, Query(description="or a run of the slot (the task-instance tab)")] = None,
+) -> Timeline:
+    """The slot's timeline; 404 alike for an unknown slot and for a DAG the user may not read."""
+    found = None
+    if dag_id in allowed:
+        found = queries.timeline(
+            store,
+            allowed,
+            dag_id=dag_id,
+            task_id=task_id,
+            map_index=map_index,
+            partition=partition or None,
+            run_id=run_id or None,
+        )
+    if found is None:
+        raise HTTPException(404, NOT_FOUND)
+    first = min(e.started_at for e in found.executions)
+    now = datetime.now(timezone.utc)
+    outages = scheduler.outages(since=first - timedelta(hours=1), now=now)
+    return queries.with_outages(found, outages)
+
+
+TimelineDep = Annotated[Timeline, Depends(find_timeline)]
+
+
+@router.get("/api/timeline", response_model=Timeline)
+def timeline_api(timeline: TimelineDep) -> Timeline:
+    """Every execution of one slot, its re-runs, and the scheduler outages during them."""
+    return timeline
+
+
+@router.get("/timeline", response_class=HTMLResponse, include_in_schema=False)
+def timeline_page(request: Request, user: GetUserDep, timeline: TimelineDep) -> HTMLResponse:
+    return page(
+        request,
+        "timeline.html",
+        active="duplicates_page",
+        user_name=user.get_name(),
+        t=timeline,
+        c=chart(timeline),
+    )

@@ -1,0 +1,131 @@
+"""The crashsafe UI in a real headless Chromium against a real api-server (one boot for the module).
+
+Logs in through Airflow's own login page, opens "Crash safety" from Airflow's navigation, finds
+the duplicates of a recorded crash inside the plugin's iframe and opens a slot's timeline. Saves
+docs/screenshots/overview.png and timeline.png. Needs Debian's chromium and chromium-driver (never
+downloads a browser) and selenium (a test dependency).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.ui.server import MARKUP_TASK, PASSWORDS, Server, boot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+WAIT = 30
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """api-server plus a live scheduler (so health is real), over a recorded crash."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        if os.environ.get("CI"):
+            pytest.fail("CI needs Debian's chromium and chromium-driver", pytrace=False)
+        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver)")
+    with boot(tmp_path_factory.mktemp("ui-browser"), with_scheduler=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[Any]:
+    """Headless Chromium driven by chromedriver, with a fresh profile; never Selenium Manager."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="crashsafe-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1440,1000",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _wait(driver: Any, condition: Any) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT).until(condition)
+
+
+def _login(driver: Any, server: Server, user: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    driver.get(f"{server.url}/auth/login/")
+    _wait(driver, ec.presence_of_element_located((By.CSS_SELECTOR, "input[name='username']"))).send_keys(user)
+    driver.find_element(By.CSS_SELECTOR, "input[type='password']").send_keys(PASSWORDS[user])
+    driver.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+    _wait(driver, lambda d: "/auth/login" not in d.current_url and d.get_cookie("_token"))
+
+
+def test_login_nav_duplicates_and_timeline(server: Server, browser: Any) -> None:
+    """Alice logs in, opens Crash safety, sees her crash duplicates (escaped) and a timeline picture."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    _login(browser, server, "alice")
+    nav = _wait(
+        browser, ec.element_to_be_clickable((By.XPATH, "//a[.//text()[contains(., 'Crash safety')]]"))
+    )
+    nav.click()
+    _wait(browser, lambda d: "/plugin/crashsafe" in d.current_url)
+    frame = _wait(browser, ec.presence_of_element_located((By.TAG_NAME, "iframe")))
+    browser.switch_to.frame(frame)
+    _wait(browser, ec.presence_of_element_located((By.XPATH, "//h2[contains(., 'Duplicate executions')]")))
+    cards = browser.find_element(By.CSS_SELECTOR, ".cards").text
+    assert "critical" in cards
+    assert "5" in cards
+    assert "healthy" in browser.find_element(By.TAG_NAME, "table").text
+    assert "45 s" in browser.page_source  # the outage window of the recorded crash
+    browser.switch_to.default_content()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "overview.png"))
+
+    browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
+    browser.find_element(By.LINK_TEXT, "Duplicates").click()
+    table = _wait(browser, ec.presence_of_element_located((By.TAG_NAME, "table")))
+    text = table.text
+    assert "alice_nightly" in text
+    assert "alice_payouts" in text
+    assert "bob_ledger" not in browser.page_source
+    assert MARKUP_TASK in text  # markup in a task id shows as text, not as an element
+    assert browser.find_elements(By.CSS_SELECTOR, "td img") == []
+
+    browser.find_element(
+        By.XPATH, "//tr[td[contains(., 'alice_nightly')] and td[.='load_0']]//a[.='timeline']"
+    ).click()
+    svg = _wait(browser, ec.presence_of_element_located((By.TAG_NAME, "svg")))
+    bars = svg.find_elements(By.CSS_SELECTOR, "rect[class^='bar-']")
+    assert len(bars) == 2
+    labels = svg.text
+    assert "scheduler down 45s" in labels
+    assert "overlap" in labels
+    browser.switch_to.default_content()
+    browser.save_screenshot(str(SCREENSHOTS / "timeline.png"))
