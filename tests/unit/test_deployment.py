@@ -1,0 +1,68 @@
+"""The deployment files: docker-compose.yaml, Dockerfile and the watchdog's config (validated offline)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+    return data
+
+
+def test_compose_file_follows_the_compose_specification(compose: dict[str, Any]) -> None:
+    """docker-compose.yaml is valid against the Compose Specification's JSON schema."""
+    schema = json.loads((REPO / "tests" / "data" / "compose-spec.json").read_text())
+    jsonschema.Draft7Validator(schema).validate(compose)
+
+
+def test_compose_runs_every_airflow_component_and_the_watchdog(compose: dict[str, Any]) -> None:
+    """Scheduler, dag-processor, api-server, triggerer and the watchdog are all services."""
+    commands = {name: service.get("command") for name, service in compose["services"].items()}
+    for component in ("scheduler", "dag-processor", "api-server", "triggerer"):
+        assert component in commands.values(), component
+    assert commands["crashsafe-watchdog"][0] == "watch"
+
+
+def test_watchdog_does_not_depend_on_the_scheduler(compose: dict[str, Any]) -> None:
+    """The watchdog starts without any Airflow service and never probes the scheduler's health server."""
+    watchdog = compose["services"]["crashsafe-watchdog"]
+    assert "depends_on" not in watchdog
+    assert "8974" not in json.dumps(watchdog)  # the scheduler's own health server port
+
+
+def test_watch_config_loads_and_builds_its_sinks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """deploy/watch.toml is a valid watchdog configuration once its secrets are in the environment."""
+    from airflow_crashsafe.alerting.config import build_sinks
+    from airflow_crashsafe.watchdog import cli
+
+    monkeypatch.setenv("CRASHSAFE_ALERT_WEBHOOK_URL", "https://alerts.example.com/hook")
+    monkeypatch.setenv("CRASHSAFE_ALERT_WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("CRASHSAFE_PAGERDUTY_ROUTING_KEY", "R0UTING")
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--config", str(REPO / "deploy" / "watch.toml")])
+    merged, sink_specs = cli.settings(args)
+    assert merged["api_url"] == "http://airflow-apiserver:8080"
+    assert merged["canary_dag_id"] == "crashsafe_alerting"
+    assert sorted(sink.name for sink in build_sinks(sink_specs)) == ["pagerduty", "webhook"]
+
+
+def test_image_is_built_on_the_locked_airflow() -> None:
+    """The Dockerfile's Airflow image is the version the lock pins."""
+    base = re.search(r"^FROM apache/airflow:(\S+)-python(\S+)$", (REPO / "Dockerfile").read_text(), re.M)
+    assert base is not None
+    airflow_version, python = base.groups()
+    lock = (REPO / "constraints" / f"py{python}.txt").read_text()
+    assert f"apache-airflow=={airflow_version}\n" in lock
