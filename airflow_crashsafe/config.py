@@ -73,35 +73,42 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "version_added": "0.1.0",
     },
     "api_url": {
-        "description": "Root URL of the api-server as workers reach it, for the heartbeat sensor and the alerting DAG. Empty: the root of [core] execution_api_server_url, else [api] base_url, else http://localhost:8080.",
+        "description": "Root URL of the api-server as workers reach it, for the heartbeat sensor and the "
+        "alerting DAG. Empty: the root of [core] execution_api_server_url, else [api] base_url, "
+        "else http://localhost:8080.",
         "type": "string",
         "example": "http://airflow-api:8080",
         "default": "",
         "version_added": "0.1.0",
     },
     "api_conn_id": {
-        "description": 'HTTP connection to Airflow\'s REST API (host, login/password or extra {"token": ...}) used by the alerting DAG for stuck tasks, audit reconciliation and HA replicas; without it those checks are skipped with a warning.',
+        "description": "HTTP connection to Airflow's REST API (host, login/password or extra "
+        '{"token": ...}) used by the alerting DAG for stuck tasks, audit reconciliation and HA '
+        "replicas; without it those checks are skipped with a warning.",
         "type": "string",
         "example": "crashsafe_api",
         "default": "crashsafe_api",
         "version_added": "0.1.0",
     },
     "dead_mans_switch_url": {
-        "description": "URL the alerting DAG pings every run (healthchecks.io etc.); the external monitor pages when the pings stop, even when all of Airflow is down.",
+        "description": "URL the alerting DAG pings every run (healthchecks.io etc.); the external "
+        "monitor pages when the pings stop, even when all of Airflow is down.",
         "type": "string",
         "example": "https://hc-ping.com/<uuid>",
         "default": "",
         "version_added": "0.1.0",
     },
     "alerting_config": {
-        "description": "TOML/JSON file with [[sinks]] (the watchdog's format) through which the alerting DAG alerts.",
+        "description": "TOML/JSON file with [[sinks]] (the watchdog's format) through which the alerting DAG "
+        "alerts.",
         "type": "string",
         "example": "/etc/crashsafe/alerting.toml",
         "default": "",
         "version_added": "0.1.0",
     },
     "alerting_state_dir": {
-        "description": "Where the alerting DAG keeps incidents and its alert outbox. Empty means $AIRFLOW_HOME/crashsafe-alerting.",
+        "description": "Where the alerting DAG keeps incidents and its alert outbox. Empty means "
+        "$AIRFLOW_HOME/crashsafe-alerting.",
         "type": "string",
         "example": "/var/lib/crashsafe",
         "default": "",

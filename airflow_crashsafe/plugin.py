@@ -22,7 +22,7 @@ class CrashsafePlugin(AirflowPlugin):
     #: ``{{ macros.crashsafe.idempotency_key('payouts') }}`` in templated fields.
     macros = MACROS
     #: Records every attempt's start and end in the crashsafe store (the duplicate-run audit).
-    listeners = [audit_listener]
+    listeners = [audit_listener]  # noqa: RUF012 - AirflowPlugin declares it as a plain attribute
     #: The UI at /crashsafe; a lazy ASGI app, built on its first request (only the api-server serves).
     fastapi_apps = FASTAPI_APPS
     #: "Crash safety" in Airflow's navigation, and an "Attempts" tab on the task-instance page.

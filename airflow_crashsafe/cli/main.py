@@ -71,10 +71,9 @@ def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
     migrate = db_commands.add_parser("migrate", help="create or upgrade the crashsafe store's tables")
     migrate.set_defaults(handler=_db_migrate)
 
+    from airflow_crashsafe.audit import cli as audit_cli
     from airflow_crashsafe.cli import ledger
     from airflow_crashsafe.watchdog import cli as watch_cli  # Airflow-free by design
-
-    from airflow_crashsafe.audit import cli as audit_cli
 
     ledger.add_arguments(commands)
     audit_cli.add_arguments(commands)

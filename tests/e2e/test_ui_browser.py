@@ -22,7 +22,13 @@ from tests.integration.ui.server import MARKUP_TASK, PASSWORDS, Server, boot
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+#: Where the screenshots go: a temp dir, or docs/screenshots with CRASHSAFE_REFRESH_SCREENSHOTS=1
+#: (how the README's pictures are refreshed), so a test run never changes the checkout.
+SCREENSHOTS = (
+    Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+    if os.environ.get("CRASHSAFE_REFRESH_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="crashsafe-screenshots-"))
+)
 WAIT = 30
 
 
