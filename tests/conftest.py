@@ -1,8 +1,9 @@
 """Session-wide test set-up and the fixtures every test may use.
 
 Fixtures: ``postgres_server_url`` (session; admin URL of a real PostgreSQL), ``postgres_url`` (a
-fresh database for one test, dropped afterwards), ``sqlite_url`` (a temp SQLite file) and
-``airflow_conn`` (sets ``AIRFLOW_CONN_<ID>`` for one test).
+fresh database for one test, dropped afterwards), ``sqlite_url`` (a temp SQLite file),
+``airflow_conn`` (sets ``AIRFLOW_CONN_<ID>`` for one test) and ``configured_store`` (the crashsafe
+store as configured, on PostgreSQL and on the embedded SQLite file).
 
 ``AIRFLOW_HOME`` is pointed at a temp dir here, at import time, because Airflow reads it once when
 first imported and must never touch ``~/airflow`` from a test.
@@ -31,6 +32,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from airflow_crashsafe.store.store import Store  # noqa: E402
 from tests.support.postgres import PostgresUnavailable, drop_database, make_database, start_cluster  # noqa: E402
 
 
@@ -100,3 +102,20 @@ def airflow_conn(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], str]:
         return conn_id
 
     return define
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def configured_store(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Store]:
+    """The crashsafe store ``open_store()`` gives, on PostgreSQL or on the embedded SQLite file."""
+    from airflow_crashsafe.store import open_store, reset_store_cache
+
+    if request.param == "postgres":
+        monkeypatch.setenv("AIRFLOW_CONN_CRASHSAFE_DEFAULT", request.getfixturevalue("postgres_url"))
+    else:
+        monkeypatch.delenv("AIRFLOW_CONN_CRASHSAFE_DEFAULT", raising=False)
+        monkeypatch.setenv("AIRFLOW__CRASHSAFE__EMBEDDED_PATH", str(tmp_path / "crashsafe.db"))
+    reset_store_cache()
+    yield open_store()
+    reset_store_cache()
