@@ -51,6 +51,7 @@ class Call:
     action: Literal["send", "replay"]
     entry: LedgerEntry
     resend_of: LedgerEntry | None = None  # the earlier attempt whose outcome was unknown
+    first_send_counted: bool = False  # the claim already counted the first send
 
     @property
     def replayed_result(self) -> Any:
@@ -91,6 +92,28 @@ def begin_call(
     if issue.newer is not None:
         raise _stale(slot, target, attempt, f"try {issue.newer.issued_try} (ti {issue.newer.issued_ti_id})")
 
+    request_fingerprint = fingerprint(request)
+    if issue.token is not None:
+        # The common case, a key never seen, in one round trip; anything else takes the locked path.
+        db = store.connection()
+        with db.autocommit():
+            fresh = ledger_sql.claim_new(
+                db,
+                key=key,
+                slot=slot,
+                target=target,
+                fence_target=fence_target,
+                version=version,
+                fingerprint=request_fingerprint,
+                request=dict(request),
+                attempt=attempt,
+                token=issue.token,
+            )
+        if fresh is not None:
+            return Call(
+                key, slot, target, attempt, issue.token, store, "send", fresh, first_send_counted=True
+            )
+
     with store.transaction() as db:
         if issue.token is not None and not ledger_sql.token_is_newest(db, slot, fence_target, issue.token):
             raise _stale(slot, target, attempt, "a newer attempt")
@@ -100,12 +123,12 @@ def begin_call(
             slot=slot,
             target=target,
             version=version,
-            fingerprint=fingerprint(request),
+            fingerprint=request_fingerprint,
             request=dict(request),
             attempt=attempt,
             token=issue.token,
         )
-        if entry.fingerprint != fingerprint(request):
+        if entry.fingerprint != request_fingerprint:
             raise IdempotencyConflict(
                 f"Idempotency key {key} ({slot.describe()}, target {target!r}) was first used by "
                 f"{entry.describe_attempt()} with a different payload. Nothing was sent. If the "
@@ -147,7 +170,11 @@ def begin_call(
 
 def record_send(call: Call) -> None:
     """Count one request leaving for the target (before it leaves)."""
-    with call.store.transaction() as db:
+    if call.first_send_counted:
+        call.first_send_counted = False  # the claim counted this one
+        return
+    db = call.store.connection()
+    with db.autocommit():
         ledger_sql.mark_sending(db, call.key)
 
 
@@ -160,9 +187,14 @@ def finish_call(
     error: str | None = None,
 ) -> None:
     """Record what the call came to; a success also commits the slot's fence for this attempt."""
-    with call.store.transaction() as db:
-        ledger_sql.record_outcome(
-            db, call.key, state=state, response_status=response_status, result=result, error=error
-        )
-        if state == "succeeded" and call.token is not None:
-            fences.commit_token(db, call.slot, _FENCE_PREFIX + call.target, call.attempt, call.token)
+    fence = None
+    if state == "succeeded" and call.token is not None:
+        fence = fences.commit_statement(call.slot, _FENCE_PREFIX + call.target, call.attempt, call.token)
+    outcome = {"state": state, "response_status": response_status, "result": result, "error": error}
+    db = call.store.connection()
+    if db.dialect.is_postgres:  # one statement: the outcome and the fence commit together
+        with db.autocommit():
+            ledger_sql.record_outcome_and_commit(db, call.key, fence=fence, **outcome)
+        return
+    with call.store.transaction() as tx:
+        ledger_sql.record_outcome_and_commit(tx, call.key, fence=fence, **outcome)

@@ -192,6 +192,11 @@ def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
     return Issue(token=None, newer=state)
 
 
+def commit_statement(slot: Slot, target: str, attempt: Attempt, token: int) -> tuple[str, dict[str, Any]]:
+    """The fence-commit UPDATE and its parameters, for callers that fold it into a larger statement."""
+    return _COMMIT, _slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
+
+
 def commit_token(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) -> bool:
     """Inside the write's open transaction: lock the fence row and record the commit.
 

@@ -22,10 +22,12 @@ __all__ = [
     "LEDGER_STATES",
     "LedgerEntry",
     "claim",
+    "claim_new",
     "get_entry",
     "list_entries",
     "prune",
     "record_outcome",
+    "record_outcome_and_commit",
     "token_is_newest",
 ]
 
@@ -186,6 +188,83 @@ def claim(
     return before, after
 
 
+_CLAIM_NEW = """
+INSERT INTO crashsafe_ledger (idem_key, dag_id, task_id, map_index, slot_partition, target, version,
+    fingerprint, request, state, send_count, run_id, try_number, ti_id, hostname, pid, token)
+SELECT %(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s, %(version)s,
+    %(fingerprint)s, %(request)s, 'intent', 1, %(run_id)s, %(try_number)s, %(ti_id)s, %(hostname)s,
+    %(pid)s, %(token)s
+WHERE EXISTS (SELECT 1 FROM {fences} WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s
+    AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s
+    AND target = %(fence_target)s AND issued_token = %(token)s)
+ON CONFLICT (idem_key) DO NOTHING
+RETURNING {fields}"""
+
+
+def claim_new(
+    db: Db,
+    *,
+    key: str,
+    slot: Slot,
+    target: str,
+    fence_target: str,
+    version: int,
+    fingerprint: str,
+    request: dict[str, Any],
+    attempt: Attempt,
+    token: int,
+) -> LedgerEntry | None:
+    """The common case in one statement: a key never seen, claimed by the newest attempt.
+
+    Records intent with its first send already counted (the caller sends right after). None when
+    the key exists or ``token`` is no longer the newest: the caller then takes the locked path
+    (:func:`claim`), which says which. Checking the token without the fence row's lock is safe:
+    the ledger row is the unit of mutual exclusion, and a newer attempt that issues its token a
+    moment later finds this intent and treats the call's outcome as unknown, exactly as if it had
+    started after this claim.
+    """
+    sql = _CLAIM_NEW.format(fences=FENCE_TABLE, fields=", ".join(_FIELDS))
+    params = _attempt_params(attempt, token) | {
+        "key": key,
+        "dag_id": slot.dag_id,
+        "task_id": slot.task_id,
+        "map_index": slot.map_index,
+        "slot_partition": slot.partition,
+        "target": target,
+        "fence_target": fence_target,
+        "version": version,
+        "fingerprint": fingerprint,
+        "request": json.dumps(request, default=str),
+    }
+    row = db.execute(sql, params).fetchone()
+    return None if row is None else _entry(row)
+
+
+def record_outcome_and_commit(
+    db: Db,
+    key: str,
+    *,
+    fence: tuple[str, dict[str, Any]] | None,
+    **outcome: Any,
+) -> None:
+    """Record the outcome and, for a success, the fence commit: one statement on PostgreSQL.
+
+    ``fence`` is :func:`airflow_crashsafe.store.fences.commit_statement`'s pair, or None.
+    The caller runs this in autocommit (PostgreSQL) or inside a transaction (SQLite).
+    """
+    if fence is None or not db.dialect.is_postgres:
+        record_outcome(db, key, **outcome)
+        if fence is not None:
+            db.execute(*fence)
+        return
+    fence_sql, fence_params = fence
+    update, params = _outcome_statement(key, **outcome)
+    db.execute(
+        f"WITH outcome AS ({update} RETURNING 1) {fence_sql} AND EXISTS (SELECT 1 FROM outcome)",
+        params | fence_params,
+    )
+
+
 def mark_sending(db: Db, key: str) -> None:
     """Count one more send of the key, just before the request leaves."""
     db.execute(
@@ -209,9 +288,17 @@ def record_outcome(
     error: str | None,
 ) -> None:
     """Inside the caller's transaction: what the call came to."""
+    db.execute(
+        *_outcome_statement(key, state=state, response_status=response_status, result=result, error=error)
+    )
+
+
+def _outcome_statement(
+    key: str, *, state: str, response_status: int | None, result: Any, error: str | None
+) -> tuple[str, dict[str, Any]]:
     if state not in LEDGER_STATES:
         raise ValueError(f"unknown ledger state {state!r}")
-    db.execute(
+    return (
         "UPDATE crashsafe_ledger SET state = %(state)s, response_status = %(status)s,"
         " result = %(result)s, error = %(error)s, outcome_at = CURRENT_TIMESTAMP"
         " WHERE idem_key = %(key)s",

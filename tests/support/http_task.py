@@ -28,6 +28,7 @@ def main() -> int:
 
     if crash_point == "before_intent":
         calls.ledger_sql.claim = lambda *a, **k: die()  # type: ignore[assignment]
+        calls.ledger_sql.claim_new = lambda *a, **k: die()  # type: ignore[assignment]
     elif crash_point == "after_outcome":
         original = calls.finish_call
 

@@ -1,0 +1,383 @@
+"""What the idempotency ledger adds to an HTTP call: plain requests vs HttpHook vs the operator.
+
+Run from the repository root::
+
+    python -m benchmarks.ledger                # ~1 min, throwaway PostgreSQL cluster
+    python -m benchmarks.ledger --quick        # ~15 s smoke
+    python -m benchmarks.ledger --postgres-url postgresql://postgres@127.0.0.1:5433/postgres
+
+A local vendor (``airflow_crashsafe.testing.KeyHonouringVendor``) answers on 127.0.0.1 in this
+process. Variants, each call with a fresh idempotency key (the operator: a fresh slot):
+
+* ``requests`` - ``requests.Session().post(url, json=..., headers={"Idempotency-Key": k})``;
+* ``HttpHook`` - what ``IdempotentHttpOperator.execute`` does per call besides the ledger: a new
+  ``HttpHook``, ``get_conn()`` once, ``url_from_endpoint``, one ``session.request``;
+* ``operator`` - ``IdempotentHttpOperator.execute`` with the crashsafe store on PostgreSQL;
+* ``operator replay`` - the same slot again after its success: the retry that sends nothing.
+
+PostgreSQL: ``--postgres-url`` (an admin URL; the benchmark creates and drops its own database),
+else ``$CRASHSAFE_BENCH_POSTGRES_URL``, else a throwaway cluster (``fsync=off``,
+``synchronous_commit=off``: a commit does not wait for a WAL flush there). Every figure is
+against baselines measured in the same run, variants interleaved in a rotating order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from benchmarks.fencing import postgres_admin
+
+TARGET_ADDED_MS = 2.0
+DAG_ID = "bench_ledger"
+CONN_ID = "bench_ledger_vendor"
+ENDPOINT = "payments"
+PAYLOAD: dict[str, Any] = {"amount": 1250, "currency": "EUR", "customer": "cus_bench"}
+BASELINE = "requests"
+HOOK = "HttpHook (operator minus ledger)"
+OPERATOR = "operator (ledger on PostgreSQL)"
+REPLAY = "operator replay (sends nothing)"
+
+
+def _quiet_airflow() -> None:
+    """A log line per execute() (and Airflow's "outside the task runner" warning) is not measured."""
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")
+    for name in ("airflow_crashsafe", "airflow.task", "airflow", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _variants(vendor_url: str) -> dict[str, Callable[[int], Any]]:
+    import requests
+    from airflow.providers.http.hooks.http import HttpHook
+
+    from airflow_crashsafe.operators.http import IdempotentHttpOperator
+    from airflow_crashsafe.testing import fake_context
+
+    url = f"{vendor_url}/{ENDPOINT}"
+    operator = IdempotentHttpOperator(
+        task_id="pay", http_conn_id=CONN_ID, endpoint=ENDPOINT, json=PAYLOAD, timeout=10.0
+    )
+    replayed = IdempotentHttpOperator(
+        task_id="pay_again", http_conn_id=CONN_ID, endpoint=ENDPOINT, json=PAYLOAD, timeout=10.0
+    )
+
+    def plain(n: int) -> Any:
+        response = requests.Session().post(
+            url, json=PAYLOAD, headers={"Idempotency-Key": uuid.uuid4().hex}, timeout=10.0
+        )
+        response.raise_for_status()
+        return response.json()
+
+    def hook(n: int) -> Any:
+        http = HttpHook(method="POST", http_conn_id=CONN_ID)
+        session = http.get_conn(headers={})
+        response = session.request(
+            "POST",
+            http.url_from_endpoint(ENDPOINT),
+            json=PAYLOAD,
+            data=None,
+            headers={"Idempotency-Key": uuid.uuid4().hex},
+            timeout=10.0,
+        )
+        response.raise_for_status()
+        return response.json()
+
+    def through_operator(n: int) -> Any:
+        return operator.execute(fake_context(dag_id=DAG_ID, task_id="pay", map_index=n))  # type: ignore[arg-type]
+
+    def replay(n: int) -> Any:
+        return replayed.execute(fake_context(dag_id=DAG_ID, task_id="pay_again"))  # type: ignore[arg-type]
+
+    replay(-1)  # the recorded success every later replay finds
+    return {BASELINE: plain, HOOK: hook, OPERATOR: through_operator, REPLAY: replay}
+
+
+def measure(variants: dict[str, Callable[[int], Any]], reps: int, warmup: int) -> dict[str, list[float]]:
+    """Seconds per call of each variant; variants interleaved in a rotating order each repetition."""
+    names = list(variants)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(warmup + reps):
+        order = names[rep % len(names) :] + names[: rep % len(names)]
+        for name in order:
+            start = time.perf_counter()
+            variants[name](rep)
+            if rep >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _print_table(times: dict[str, list[float]], out: dict[str, Any]) -> None:
+    base, hook = times[BASELINE], times[HOOK]
+    base50, hook50 = statistics.median(base), statistics.median(hook)
+    print(f"\n## Per call, {len(base)} calls per variant (ms)")
+    print(
+        f"{'variant':<34}{'p50':>9}{'p95':>9}{'x requests':>12}{'+ms vs requests':>17}"
+        f"{'+ms vs hook':>13}{'paired vs hook':>16}"
+    )
+    for name, values in times.items():
+        p50, p95 = statistics.median(values), _pct(values, 0.95)
+        paired = statistics.median(v - h for v, h in zip(values, hook, strict=True))
+        print(
+            f"{name:<34}{p50 * 1e3:>9.3f}{p95 * 1e3:>9.3f}{p50 / base50:>12.2f}"
+            f"{(p50 - base50) * 1e3:>17.3f}{(p50 - hook50) * 1e3:>13.3f}{paired * 1e3:>16.3f}"
+        )
+        out["variants"][name] = {"p50_ms": p50 * 1e3, "p95_ms": p95 * 1e3, "paired_vs_hook_ms": paired * 1e3}
+
+
+@contextmanager
+def _timed(module: Any, name: str, into: dict[str, float], label: str) -> Iterator[None]:
+    """Replace ``module.name`` with a wrapper adding its wall time to ``into[label]``."""
+    original = getattr(module, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            into[label] = into.get(label, 0.0) + time.perf_counter() - start
+
+    setattr(module, name, wrapper)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+@contextmanager
+def _counted(counts: dict[str, float]) -> Iterator[None]:
+    """Count the statements and commits crashsafe's store sends (each one a round trip)."""
+    from airflow_crashsafe.store.dbapi import Db
+
+    execute, commit = Db.execute, Db.commit
+
+    def counting_execute(self: Db, sql: str, params: Any = None) -> Any:
+        counts["statements"] = counts.get("statements", 0) + 1
+        began = time.perf_counter()
+        try:
+            return execute(self, sql, params)
+        finally:
+            counts["db_seconds"] = counts.get("db_seconds", 0) + time.perf_counter() - began
+
+    def counting_commit(self: Db) -> None:
+        counts["commits"] = counts.get("commits", 0) + 1
+        began = time.perf_counter()
+        try:
+            commit(self)
+        finally:
+            counts["db_seconds"] = counts.get("db_seconds", 0) + time.perf_counter() - began
+
+    Db.execute, Db.commit = counting_execute, counting_commit  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Db.execute, Db.commit = execute, commit  # type: ignore[method-assign]
+
+
+@contextmanager
+def _ledger_stubbed() -> Iterator[None]:
+    """The operator with begin_call/record_send/finish_call as no-ops: everything but the ledger."""
+    from airflow_crashsafe.effects.calls import Call
+    from airflow_crashsafe.identity import attempt_from_context, slot_from_context
+    from airflow_crashsafe.operators import http
+
+    def begin_call(*, target: str, context: Any, **kwargs: Any) -> Call:
+        slot, attempt = slot_from_context(context), attempt_from_context(context)
+        return Call(uuid.uuid4().hex, slot, target, attempt, None, None, "send", None)  # type: ignore[arg-type]
+
+    saved = http.begin_call, http.record_send, http.finish_call
+    stubs: tuple[Any, Any, Any] = (begin_call, lambda call: None, lambda call, **kw: None)
+    http.begin_call, http.record_send, http.finish_call = stubs
+    try:
+        yield
+    finally:
+        http.begin_call, http.record_send, http.finish_call = saved
+
+
+def _decompose(reps: int, start: int, out: dict[str, Any]) -> None:
+    """Operator with and without its ledger, interleaved: the ledger's share, net of everything else."""
+    from airflow_crashsafe.operators.http import IdempotentHttpOperator
+    from airflow_crashsafe.testing import fake_context
+
+    operator = IdempotentHttpOperator(
+        task_id="pay_split", http_conn_id=CONN_ID, endpoint=ENDPOINT, json=PAYLOAD
+    )
+
+    def with_ledger(n: int) -> Any:
+        return operator.execute(fake_context(dag_id=DAG_ID, task_id="pay_split", map_index=start + n))  # type: ignore[arg-type]
+
+    def without_ledger(n: int) -> Any:
+        with _ledger_stubbed():
+            return operator.execute(fake_context(dag_id=DAG_ID, task_id="pay_split", map_index=start + n))  # type: ignore[arg-type]
+
+    times = measure({"with ledger": with_ledger, "ledger stubbed out": without_ledger}, reps, warmup=5)
+    on, off = statistics.median(times["with ledger"]), statistics.median(times["ledger stubbed out"])
+    paired = statistics.median(
+        a - b for a, b in zip(times["with ledger"], times["ledger stubbed out"], strict=True)
+    )
+    out["decompose"] = {"with_ledger_ms": on * 1e3, "stubbed_ms": off * 1e3, "paired_ms": paired * 1e3}
+    print(
+        f"\n## The operator with its ledger stubbed out (no-op begin/record/finish), {reps} calls each (ms)"
+    )
+    print(f"  with ledger p50 {on * 1e3:.3f}; ledger stubbed out p50 {off * 1e3:.3f}")
+    print(f"  => the ledger itself: {(on - off) * 1e3:.3f} ms at p50 (paired median {paired * 1e3:.3f})")
+
+
+def _stages(reps: int, start: int, out: dict[str, Any]) -> None:
+    """The ledger's steps inside the real execute(), timed by wrapping the functions it calls."""
+    from airflow_crashsafe.operators import http
+    from airflow_crashsafe.operators.http import IdempotentHttpOperator
+    from airflow_crashsafe.store import fences, ledger, open_store
+    from airflow_crashsafe.testing import fake_context
+
+    operator = IdempotentHttpOperator(
+        task_id="pay_staged", http_conn_id=CONN_ID, endpoint=ENDPOINT, json=PAYLOAD
+    )
+    samples: list[dict[str, float]] = []
+    counts: dict[str, float] = {}
+    for n in range(start, start + reps):
+        stage: dict[str, float] = {}
+        with (
+            _timed(fences, "issue_token", stage, "issue_token (autocommit INSERT .. RETURNING)"),
+            _timed(http, "begin_call", stage, "begin_call"),
+            _timed(ledger, "claim_new", stage, "  claim: new key, one INSERT .. SELECT .. RETURNING"),
+            _timed(http, "record_send", stage, "record_send (counted by the claim for the first send)"),
+            _timed(http, "finish_call", stage, "finish_call (outcome + fence commit, one statement)"),
+            _counted(counts),
+        ):
+            began = time.perf_counter()
+            operator.execute(fake_context(dag_id=DAG_ID, task_id="pay_staged", map_index=n))  # type: ignore[arg-type]
+            stage["execute total"] = time.perf_counter() - began
+        claim = stage.pop("begin_call") - stage["issue_token (autocommit INSERT .. RETURNING)"]
+        stage["claim (begin_call minus issue_token)"] = claim
+        ledger_total = sum(
+            stage[k]
+            for k in (
+                "issue_token (autocommit INSERT .. RETURNING)",
+                "claim (begin_call minus issue_token)",
+                "record_send (counted by the claim for the first send)",
+                "finish_call (outcome + fence commit, one statement)",
+            )
+        )
+        stage["=> ledger steps (p50 of per-call sum)"] = ledger_total
+        stage["rest: hook + request + response"] = stage["execute total"] - ledger_total
+        samples.append(stage)
+    db = open_store().connection()
+    rtt, empty_commit = [], []
+    for _ in range(reps):
+        began = time.perf_counter()
+        db.execute_alone("SELECT 1").fetchone()
+        rtt.append(time.perf_counter() - began)
+        db.begin()
+        db.execute("SELECT 1").fetchone()
+        began = time.perf_counter()
+        db.commit()
+        empty_commit.append(time.perf_counter() - began)
+    print("\n## Where the operator's time goes (p50 per step of execute(), ms; store on PostgreSQL)")
+    print(f"  {'(one SELECT 1 round trip, store connection)':<58}{statistics.median(rtt) * 1e3:>8.3f}")
+    print(f"  {'(one COMMIT of a read-only tx)':<58}{statistics.median(empty_commit) * 1e3:>8.3f}")
+    out["round_trip_ms"] = statistics.median(rtt) * 1e3
+    order = [
+        "issue_token (autocommit INSERT .. RETURNING)",
+        "claim (begin_call minus issue_token)",
+        "  claim: new key, one INSERT .. SELECT .. RETURNING",
+        "record_send (counted by the claim for the first send)",
+        "finish_call (outcome + fence commit, one statement)",
+        "=> ledger steps (p50 of per-call sum)",
+        "rest: hook + request + response",
+        "execute total",
+    ]
+    for key in order:
+        p50 = statistics.median(s[key] for s in samples) * 1e3
+        out["stages"][key] = p50
+        print(f"  {key:<58}{p50:>8.3f}")
+    per_call = {k: v / reps for k, v in counts.items()}
+    out["store_statements_per_call"] = per_call.get("statements", 0.0)
+    out["store_commits_per_call"] = per_call.get("commits", 0.0)
+    out["store_db_ms_per_call"] = per_call.get("db_seconds", 0.0) * 1e3
+    print(
+        f"  store statements per call: {per_call.get('statements', 0):.0f} + "
+        f"{per_call.get('commits', 0):.0f} COMMITs (each a round trip), "
+        f"{out['store_db_ms_per_call']:.3f} ms in the driver (mean); the rest of the ledger steps is Python"
+    )
+
+
+def run(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ledger", description=__doc__.split("\n")[0])
+    parser.add_argument("--postgres-url", help="admin URL of a PostgreSQL server to benchmark on")
+    parser.add_argument("--quick", action="store_true", help="a ~15 s smoke run")
+    parser.add_argument("--reps", type=int, help="calls per variant (default 1500, --quick 60)")
+    parser.add_argument("--json", help="also write the numbers to this file")
+    args = parser.parse_args(argv)
+    reps = args.reps or (60 if args.quick else 1500)
+    warmup = 10 if args.quick else 50
+    stage_reps = max(20, reps // 5)
+    from tests.support.postgres import drop_database, make_database
+
+    out: dict[str, Any] = {"quick": args.quick, "reps": reps, "variants": {}, "stages": {}}
+    with tempfile.TemporaryDirectory(prefix="crashsafe-bench-ledger-") as home:
+        os.environ.setdefault("AIRFLOW_HOME", home)  # never the user's ~/airflow
+        _quiet_airflow()
+        from airflow_crashsafe.store import reset_store_cache
+        from airflow_crashsafe.testing import KeyHonouringVendor
+
+        with postgres_admin(args.postgres_url) as (admin, origin), KeyHonouringVendor() as vendor:
+            store_db = make_database(admin, prefix="bench_ledger_store")
+            os.environ["AIRFLOW_CONN_CRASHSAFE_DEFAULT"] = store_db
+            os.environ[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = vendor.url
+            reset_store_cache()
+            try:
+                print(
+                    f"# ledger benchmark on PostgreSQL ({origin}); store: database "
+                    f"{store_db.rsplit('/', 1)[1]}; vendor {vendor.url}"
+                )
+                variants = _variants(vendor.url)
+                _quiet_airflow()  # importing Airflow resets its loggers' levels
+                times = measure(variants, reps, warmup)
+                _print_table(times, out)
+                _decompose(stage_reps, warmup + reps, out)
+                _stages(stage_reps, warmup + reps + stage_reps + 5, out)
+                out["bookings"] = vendor.bookings
+            finally:
+                reset_store_cache()
+                drop_database(admin, store_db)
+    v = out["variants"]
+    added = v[OPERATOR]["p50_ms"] - v[HOOK]["p50_ms"]
+    added_plain = v[OPERATOR]["p50_ms"] - v[BASELINE]["p50_ms"]
+    hook_cost = v[HOOK]["p50_ms"] - v[BASELINE]["p50_ms"]
+    out.update(added_ms=added, added_vs_requests_ms=added_plain, hook_vs_requests_ms=hook_cost)
+    verdict = "MET" if added <= TARGET_ADDED_MS else "MISSED"
+    print("\n## Target (operator path minus HttpHook path, p50)")
+    print(f"ledger added per call at p50: {added:.3f} ms (target ≤ {TARGET_ADDED_MS:g} ms) {verdict}")
+    print(
+        f"  vs plain requests: +{added_plain:.3f} ms (of which HttpHook/Airflow connection lookup "
+        f"+{hook_cost:.3f} ms); paired median vs hook {v[OPERATOR]['paired_vs_hook_ms']:.3f} ms"
+    )
+    print(f"  a replay (retry after success, nothing sent): {v[REPLAY]['p50_ms']:.3f} ms at p50")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
