@@ -46,12 +46,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_crashsafe_config() -> Iterator[None]:
-    """Each test reads ``[crashsafe]`` options afresh (tests change them through the environment)."""
+    """Each test reads ``[crashsafe]`` options and opens the store afresh (tests change them via the env)."""
     from airflow_crashsafe import config
+    from airflow_crashsafe.store import reset_store_cache
 
     config.reset_cache()
     yield
     config.reset_cache()
+    reset_store_cache()  # a store opened under this test's settings must not serve the next test
 
 
 @pytest.fixture(scope="session")

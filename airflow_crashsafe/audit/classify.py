@@ -6,8 +6,12 @@ later execution is compared with the ones before it:
 
 * ``overlap`` - it started while an earlier one was still alive (end, or last sign of life, later
   than its start); the overlap's length is reported. Orthogonal to the cause below.
-* ``reset_rerun`` - the previous attempt ended without any hook: the scheduler reset it (or it
-  vanished) and re-ran the slot, with no retry delay.
+* ``reset_rerun`` - the scheduler reset the previous attempt (or it vanished) and re-ran the slot,
+  with no retry delay. Known when the previous attempt ended without any hook, or when it was
+  still alive (an end or a beacon) after the next try started, which no Airflow retry allows (a
+  retry's try exists only once the failing process has sent its end, and that end is what its
+  hook records). A stale attempt cancelled by ``on_kill`` fires its failure hook, so "its
+  process reported a failure" alone does not make a retry.
 * ``rerun_after_success`` - the previous attempt succeeded (a clear, a backfill of the same date,
   or a success re-marked failed).
 * ``rerun_after_clear`` - a user cleared an attempt that had not succeeded (``clear_number`` grew).
@@ -158,6 +162,21 @@ def executions_of(rows: Iterable[Mapping[str, Any]]) -> list[Execution]:
     return sorted(out, key=lambda e: (e.started_at, e.try_number, e.pid))
 
 
+def _replaced(prev: Execution, later: Execution) -> bool:
+    """``later`` is a newer try that Airflow cannot have started as a retry of ``prev``.
+
+    A retry's try is created only after the failing process sent its end to the api-server; the
+    worker stamps that end (``ti.end_date``) before sending it and its hook records that same end,
+    so a predecessor with an end or a beacon later than its successor's start was replaced while
+    running. Airflow's history cannot tell the two apart: it archives a reset attempt and a retried
+    one alike as ``failed`` (``record_ti`` turns any unfinished state into ``failed``) with an end
+    before the successor's start (a reset's end is the archive time, a retry's the process's own).
+    """
+    if later.try_number <= prev.try_number or later.run_id != prev.run_id:
+        return False
+    return prev.alive_until > later.started_at
+
+
 def _cause(prev: Execution, later: Execution) -> str:
     if "success" in (prev.reported_state, prev.state):
         return "rerun_after_success"
@@ -165,6 +184,8 @@ def _cause(prev: Execution, later: Execution) -> str:
         return "rerun_after_clear"
     if prev.ended_at is None or prev.end_source == "reconcile":
         return "reset_rerun"  # no hook saw it end: reset, or killed with its host
+    if _replaced(prev, later):
+        return "reset_rerun"  # e.g. a stale attempt whose on_kill made its own process fail
     if prev.state in _FAILED or prev.reported_state in _FAILED:
         return "retry_after_failure"
     return "reset_rerun"

@@ -34,9 +34,17 @@ __all__ = ["AirflowStack"]
 class AirflowStack:
     """Boot with :meth:`start`; :meth:`crash`/:meth:`restart` components; always :meth:`close`."""
 
-    def __init__(self, workdir: str | None = None, *, health_check_threshold: int = 30) -> None:
+    def __init__(
+        self,
+        workdir: str | None = None,
+        *,
+        health_check_threshold: int = 30,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.home = DrillHome.create(workdir)
         self.threshold = health_check_threshold
+        #: ``AIRFLOW__*`` / ``AIRFLOW_CONN_*`` variables every component (and task) gets on top.
+        self.extra_env = dict(extra_env or {})
         self.cluster: PostgresCluster | None = None
         self.pg_outside: Path | None = None
         self.sessions: set[int] = set()
@@ -47,6 +55,17 @@ class AirflowStack:
     @property
     def api_url(self) -> str:
         return self.home.api_url
+
+    @property
+    def dags_folder(self) -> Path:
+        return self.home.airflow_home / "dags"
+
+    def add_dag(self, source: str | Path) -> Path:
+        """Copy a DAG file into the dags folder (before :meth:`start`, or any time after)."""
+        self.dags_folder.mkdir(parents=True, exist_ok=True)
+        target = self.dags_folder / Path(source).name
+        shutil.copyfile(source, target)
+        return target
 
     def start(self, boot_timeout: float = 240.0) -> AirflowStack:
         """PostgreSQL metadata DB, ``db migrate``, then the three components until healthy."""
@@ -59,13 +78,14 @@ class AirflowStack:
         self.cluster = PostgresCluster(root=pg_root, bin_dir=pg_bin)
         self.cluster.start(["airflow"], self.home.logs / "postgres.log")
         self.sessions.add(self.cluster.proc.pid if self.cluster.proc else -1)
-        dags = self.home.airflow_home / "dags"
+        dags = self.dags_folder
         dags.mkdir(exist_ok=True)
         self.env = component_env(
             self.home,
             dags_folder=dags,
             metadata_url=sqlalchemy_url(self.cluster.url("airflow")),
             health_check_threshold=self.threshold,
+            extra=self.extra_env,
         )
         migrate = self._component("db-migrate")
         migrate.start()

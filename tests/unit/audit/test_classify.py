@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow_crashsafe.audit.classify import classify, risk_of
 from airflow_crashsafe.audit.protection import Evidence
+from airflow_crashsafe.audit.records import merge_rows
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -170,3 +171,79 @@ def test_risk_levels() -> None:
     assert risk_of("unprotected", ["rerun_after_success"]) == "high"
     assert risk_of("unprotected", ["retry_after_failure"]) == "low"
     assert risk_of("fenced", ["overlap"]) == "none"
+
+
+def _history(try_number: int, start: float, end: float) -> dict[str, Any]:
+    """What reconcile stores from Airflow's history: a reset try archived as ``failed`` at ``end``."""
+    return {
+        **row(try_number, 11, start, end, end_source="reconcile", state="failed"),
+        "start_source": "reconcile",
+        "reported_state": None,
+        "last_seen_at": None,
+    }
+
+
+def test_stale_attempt_failed_by_on_kill_is_an_overlapping_reset_not_a_retry() -> None:
+    """Reset at 40, try 2 at 41, try 1's on_kill makes its own process fail at 43.5: reset, 2.5 s overlap."""
+    worker = row(1, 11, 0, 43.5, end_source="listener", reported="up_for_retry", seen=43.5)
+    successor = row(2, 22, 41, 90, end_source="listener", reported="success")
+    for merged in (merge_rows(worker, _history(1, 0, 40)), merge_rows(_history(1, 0, 40), worker)):
+        assert (merged["ended_at"], merged["end_source"]) == (at(43.5), "listener")
+        [report] = classify([merged, successor])
+        assert report.kinds == ("overlap", "reset_rerun")
+        assert report.overlap_seconds == 2.5
+        assert report.risk == "critical"
+
+
+def test_end_after_the_successors_start_overlaps_whatever_its_source() -> None:
+    """An end recorded by the scheduler after try 2 started is evidence of life like a beacon."""
+    rows = [
+        row(1, 11, 0, 50, end_source="scheduler", state="failed"),
+        row(2, 22, 45, 90, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "reset_rerun")
+    assert report.overlap_seconds == 5.0
+
+
+def test_beacon_after_the_successors_start_makes_a_failed_try_a_reset() -> None:
+    """Own failure reported at 38 but a beacon at 42 after try 2 started at 41: replaced while alive."""
+    rows = [
+        row(1, 11, 0, 38, end_source="listener", state="failed", reported="up_for_retry", seen=42),
+        row(2, 22, 41, 90, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "reset_rerun")
+    assert report.overlap_seconds == 1.0
+
+
+def test_failed_try_cleared_while_alive_stays_a_rerun_after_clear() -> None:
+    """A clear (``clear_number`` grew) outranks "alive after the successor started": overlap + clear."""
+    rows = [
+        row(1, 11, 0, 25, end_source="listener", reported="failed", seen=25, clear=0),
+        row(2, 22, 21, 50, end_source="listener", reported="success", clear=1),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "rerun_after_clear")
+    assert report.overlap_seconds == 4.0
+
+
+def test_redelivered_try_alive_after_the_other_is_not_called_a_reset() -> None:
+    """Two processes of one try (failed, then success): same_try_twice + overlap, cause unchanged."""
+    rows = [
+        row(1, 11, 0, 30, end_source="listener", reported="up_for_retry"),
+        row(1, 12, 20, 40, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "retry_after_failure", "same_try_twice")
+
+
+def test_retryable_failure_ended_before_the_successor_stays_a_retry() -> None:
+    """``up_for_retry`` reported before try 2 started, no later sign of life: a plain retry, 0 s delay too."""
+    rows = [
+        row(1, 11, 0, 40, end_source="listener", state="failed", reported="up_for_retry", seen=40),
+        row(2, 22, 41.5, 60, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("retry_after_failure",)
+    assert report.risk == "low"

@@ -22,8 +22,9 @@ NOW = datetime.now(timezone.utc).replace(microsecond=0)
 
 
 def iso(age: float) -> str:
-    """A timestamp ``age`` seconds before NOW."""
-    return (NOW - timedelta(seconds=age)).isoformat()
+    """A timestamp ``age`` seconds before the moment of the request (not of the module's import:
+    the checks compare against the real clock, and tests before this one may take minutes)."""
+    return (datetime.now(timezone.utc) - timedelta(seconds=age)).isoformat()
 
 
 def fake_airflow(
