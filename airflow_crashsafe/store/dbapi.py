@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -122,9 +123,27 @@ def _sqlite(path: str) -> Db:
     raw = sqlite3.connect(
         path, timeout=SQLITE_BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
     )
-    raw.execute("PRAGMA journal_mode=WAL")
+    _enable_wal(raw)
     raw.execute("PRAGMA synchronous=NORMAL")
     return Db(raw, SQLITE)
+
+
+def _enable_wal(raw: sqlite3.Connection) -> None:
+    """Switch a SQLite file to WAL once; many processes opening a fresh file at once must not fail.
+
+    Changing the journal mode needs an exclusive lock and SQLite answers "database is locked" at
+    once, without its busy handler, while another connection holds one: so wait and retry.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            if str(raw.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                raw.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _postgres_from_url(url: str) -> Db:

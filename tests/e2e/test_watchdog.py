@@ -12,6 +12,7 @@ import os
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,19 @@ def test_restart_inside_the_grace_does_not_page(airflow: AirflowStack, watch: Wa
 def test_two_schedulers_one_killed_warns_not_pages(airflow: AirflowStack, watch: Watch) -> None:
     """HA: one of two schedulers dies -> a warning about that replica; nothing critical."""
     token = _token(airflow.api_url)
+
+    def heartbeating() -> list[dict[str, object]]:
+        now = datetime.now(timezone.utc)
+        return [
+            job
+            for job in _running_scheduler_jobs(airflow.api_url, token)
+            if job.get("latest_heartbeat")
+            and (now - datetime.fromisoformat(str(job["latest_heartbeat"]))).total_seconds() < 10
+        ]
+
+    # The scheduler restarted by the previous test must have its job row before the snapshot, or
+    # its late row would be taken for the second scheduler's.
+    wait_until("the running scheduler's job to heartbeat", heartbeating, 90)
     before = {job["id"] for job in _running_scheduler_jobs(airflow.api_url, token)}
     airflow.launch("scheduler", "scheduler2")
 
@@ -124,7 +138,10 @@ def test_two_schedulers_one_killed_warns_not_pages(airflow: AirflowStack, watch:
     receiver = watch("ha", "--interval", "2", "--threshold", "20", token=token)
     killed = airflow.crash("scheduler2")
     warning = receiver.wait_for("trigger", f"scheduler_replica_dead:{job_id}", after=killed, timeout=60)
-    assert warning is not None, f"no replica warning; got {[d.summary() for d in receiver.snapshot()]}"
+    assert warning is not None, (
+        f"no replica warning for job {job_id}; got {[d.summary() for d in receiver.snapshot()]}; "
+        f"running scheduler jobs now: {_running_scheduler_jobs(airflow.api_url, token)}"
+    )
     assert warning.alert["severity"] == "warning"
     time.sleep(4)
     pages = [d.summary() for d in receiver.snapshot() if d.alert.get("severity") == "critical"]
