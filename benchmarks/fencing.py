@@ -15,6 +15,7 @@ with the variants interleaved (rotating order) so that drift hits all of them al
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -204,11 +205,22 @@ def measure_overwrite(
     for rep in range(warmup + reps):
         order = names[rep % len(names) :] + names[: rep % len(names)]
         for name in order:
+            if rows >= 10_000 and db.dialect.is_postgres:
+                _settle(db)
             start = time.perf_counter()
             variants[name](db, rows, rep)
             if rep >= warmup:
                 times[name].append(time.perf_counter() - start)
     return times
+
+
+def _settle(db: Db) -> None:
+    """Untimed: reclaim the last run's dead rows and flush dirty pages, so that no variant pays for
+    the bloat or the checkpoint its predecessor left (at 100k rows that noise dwarfs the fence)."""
+    with db.autocommit():
+        db.execute(f"VACUUM {TABLE}")
+        with contextlib.suppress(Exception):  # CHECKPOINT needs a superuser (--postgres-url may not be)
+            db.execute("CHECKPOINT")
 
 
 def _print_latency(
