@@ -1,0 +1,28 @@
+"""Run one benchmark module in --quick mode against the test PostgreSQL and read its JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def run_quick(module: str, postgres_url: str, workdir: Path) -> tuple[str, dict[str, Any]]:
+    """``python -m <module> --quick``: its stdout and its ``--json`` numbers; fails on a non-zero exit."""
+    report = workdir / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--quick", "--postgres-url", postgres_url, "--json", str(report)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout, json.loads(report.read_text())
