@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -12,10 +11,10 @@ import pytest
 
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.records import apply_event
-from airflow_crashsafe.cli.main import main
 from airflow_crashsafe.effects import effect
 from airflow_crashsafe.store import Store, open_store, reset_store_cache
 from airflow_crashsafe.testing import fake_context
+from tests.support.cli import printed_json, run_cli
 
 PART = "2026-11-29T00:00:00+00:00"
 RUN = f"scheduled__{PART}"
@@ -95,22 +94,6 @@ def _seed(store: Store, dag_id: str, task_id: str, *, overlap: bool) -> None:
             apply_event(db, event)
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run the console script in-process: (exit code, stdout, stderr); argparse exits count too."""
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _json(out: str) -> Any:
-    """The JSON document printed on stdout (anything logged before it is skipped)."""
-    return json.loads(out[out.index("[") :])
-
-
 def _rows(out: str) -> dict[tuple[str, str], list[str]]:
     """The duplicates table's rows by (dag, task)."""
     lines = out.splitlines()
@@ -120,7 +103,7 @@ def _rows(out: str) -> dict[tuple[str, str], list[str]]:
 
 def test_no_duplicates_exits_0(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """With no re-run slot, `duplicates` says so and exits 0."""
-    code, out, _ = _cli(capsys, "duplicates", "--since", "2h")
+    code, out, _ = run_cli(capsys, "duplicates", "--since", "2h")
     assert code == 0
     assert out.splitlines()[-1].startswith("no duplicate executions in the last ")
 
@@ -128,7 +111,7 @@ def test_no_duplicates_exits_0(store: Store, capsys: pytest.CaptureFixture[str])
 def test_overlapping_rerun_is_critical_and_exits_1(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """An unprotected slot re-run while its first try was alive is listed as critical; exit 1."""
     _seed(store, "billing", "charge", overlap=True)
-    code, out, _ = _cli(capsys, "duplicates")
+    code, out, _ = run_cli(capsys, "duplicates")
     assert code == 1
     row = _rows(out)[("billing", "charge")]
     assert row[2:] == [PART, "2", "overlap+reset_rerun", "30.0s", "unprotected", "critical"]
@@ -137,7 +120,7 @@ def test_overlapping_rerun_is_critical_and_exits_1(store: Store, capsys: pytest.
 def test_plain_retry_is_low_risk_and_exits_0(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """A retry after a failure is listed with low risk and does not fail the command."""
     _seed(store, "billing", "charge", overlap=False)
-    code, out, _ = _cli(capsys, "duplicates")
+    code, out, _ = run_cli(capsys, "duplicates")
     assert code == 0
     row = _rows(out)[("billing", "charge")]
     assert row[4:] == ["retry_after_failure", "-", "unprotected", "low"]
@@ -148,7 +131,7 @@ def test_ledgered_slot_is_not_risky(store: Store, capsys: pytest.CaptureFixture[
     _seed(store, "billing", "charge", overlap=True)
     with effect("payments", context=fake_context(dag_id="billing", task_id="charge")) as fx:
         fx.done({"id": "ch_1"})
-    code, out, _ = _cli(capsys, "duplicates")
+    code, out, _ = run_cli(capsys, "duplicates")
     assert code == 0
     assert _rows(out)[("billing", "charge")][-2:] == ["ledgered", "none"]
 
@@ -156,9 +139,9 @@ def test_ledgered_slot_is_not_risky(store: Store, capsys: pytest.CaptureFixture[
 def test_json_lists_reports_with_executions(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`duplicates --json` prints each slot's kinds, overlap, risk and its executions."""
     _seed(store, "billing", "charge", overlap=True)
-    code, out, _ = _cli(capsys, "duplicates", "--json")
+    code, out, _ = run_cli(capsys, "duplicates", "--json")
     assert code == 1
-    (report,) = _json(out)
+    (report,) = printed_json(out)
     assert report["dag_id"] == "billing"
     assert report["partition"] == PART
     assert report["kinds"] == ["overlap", "reset_rerun"]
@@ -172,7 +155,7 @@ def test_dag_filter(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`duplicates --dag ID` lists only that DAG's slots (and exits by their risk alone)."""
     _seed(store, "billing", "charge", overlap=True)
     _seed(store, "emails", "welcome", overlap=False)
-    code, out, _ = _cli(capsys, "duplicates", "--dag", "emails")
+    code, out, _ = run_cli(capsys, "duplicates", "--dag", "emails")
     assert code == 0
     assert set(_rows(out)) == {("emails", "welcome")}
 
@@ -183,24 +166,24 @@ def test_since_excludes_slots_quiet_for_longer(store: Store, capsys: pytest.Capt
     old = (datetime.now(timezone.utc) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with store.transaction() as db:
         db.execute("UPDATE crashsafe_attempts SET updated_at = %(at)s", {"at": old})
-    code, out, _ = _cli(capsys, "duplicates", "--since", "1h")
+    code, out, _ = run_cli(capsys, "duplicates", "--since", "1h")
     assert code == 0
     assert "billing" not in out
-    code, out, _ = _cli(capsys, "duplicates", "--since", "4h")
+    code, out, _ = run_cli(capsys, "duplicates", "--since", "4h")
     assert code == 1
     assert ("billing", "charge") in _rows(out)
 
 
 def test_bad_since_is_a_usage_error(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`duplicates --since` with something that is not a duration exits 2 and says the format."""
-    code, _, err = _cli(capsys, "duplicates", "--since", "yesterday")
+    code, _, err = run_cli(capsys, "duplicates", "--since", "yesterday")
     assert code == 2
     assert "expected a duration like 30m, 24h or 7d" in err
 
 
 def test_reconcile_user_needs_password_env(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`audit reconcile --api-user U` without --api-password-env exits 2 with one line."""
-    code, _, err = _cli(capsys, "audit", "reconcile", "--api-user", "admin")
+    code, _, err = run_cli(capsys, "audit", "reconcile", "--api-user", "admin")
     assert code == 2
     assert err == (
         "airflow-crashsafe: error: --api-user needs --api-password-env VAR (the password is never a flag)\n"
@@ -219,7 +202,7 @@ def test_reconcile_unset_secret_env_is_an_error(
 ) -> None:
     """A secret read from an unset environment variable exits 2 naming the variable."""
     monkeypatch.delenv("CRASHSAFE_TEST_UNSET_SECRET", raising=False)
-    code, _, err = _cli(capsys, "audit", "reconcile", *flags, "CRASHSAFE_TEST_UNSET_SECRET")
+    code, _, err = run_cli(capsys, "audit", "reconcile", *flags, "CRASHSAFE_TEST_UNSET_SECRET")
     assert code == 2
     assert err == (
         "airflow-crashsafe: error: environment variable CRASHSAFE_TEST_UNSET_SECRET is not set: export it\n"
@@ -238,6 +221,6 @@ def test_reconcile_usage_errors(
     store: Store, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     """Malformed `audit` arguments exit 2 with argparse's message, before anything is contacted."""
-    code, _, err = _cli(capsys, *argv)
+    code, _, err = run_cli(capsys, *argv)
     assert code == 2
     assert message in err

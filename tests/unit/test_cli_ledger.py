@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from airflow_crashsafe.cli.main import main
 from airflow_crashsafe.effects import Effect, effect
 from airflow_crashsafe.errors import OutcomeUnknown
 from airflow_crashsafe.store import Store, ledger, open_store, reset_store_cache
 from airflow_crashsafe.testing import fake_context
+from tests.support.cli import printed_json, run_cli
 
 DAG = "billing"
 OTHER_DAG = "emails"
@@ -58,22 +56,6 @@ def _retry(task_id: str, ran: list[str]) -> Effect:
     return fx
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run the console script in-process: (exit code, stdout, stderr); argparse exits count too."""
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _json(out: str) -> Any:
-    """The JSON document printed on stdout (anything logged before it is skipped)."""
-    return json.loads(out[out.index("[") :])
-
-
 def _state(store: Store, key: str) -> str:
     with store.transaction() as db:
         entry = ledger.get_entry(db, key)
@@ -90,7 +72,7 @@ def _one_line_error(err: str, text: str) -> None:
 def test_show_key_prints_every_field(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger show KEY` prints the entry one field per line: key, slot, target, state, result."""
     key = _succeed("notify")
-    code, out, _ = _cli(capsys, "ledger", "show", key)
+    code, out, _ = run_cli(capsys, "ledger", "show", key)
     assert code == 0
     fields = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in out.splitlines() if "  " in line}
     assert fields["idem_key"] == key
@@ -106,7 +88,7 @@ def test_show_dag_lists_only_that_dags_entries(store: Store, capsys: pytest.Capt
     """`ledger show --dag DAG` prints a table with a row per entry of that DAG and none of others."""
     done, unknown = _succeed("notify"), _leave_unknown("charge_card")
     other = _succeed("welcome", dag_id=OTHER_DAG)
-    code, out, _ = _cli(capsys, "ledger", "show", "--dag", DAG)
+    code, out, _ = run_cli(capsys, "ledger", "show", "--dag", DAG)
     assert code == 0
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["key", "task"])
@@ -117,31 +99,31 @@ def test_show_dag_lists_only_that_dags_entries(store: Store, capsys: pytest.Capt
     assert rows[unknown][4] == "unknown"
 
 
-def test_show_dag_json(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_dagprinted_json(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger show --dag DAG --json` prints a JSON list of full entries, request and result included."""
     done, unknown = _succeed("notify"), _leave_unknown("charge_card")
-    code, out, _ = _cli(capsys, "ledger", "show", "--dag", DAG, "--json")
+    code, out, _ = run_cli(capsys, "ledger", "show", "--dag", DAG, "--json")
     assert code == 0
-    entries = {e["idem_key"]: e for e in _json(out)}
+    entries = {e["idem_key"]: e for e in printed_json(out)}
     assert set(entries) == {done, unknown}
     assert entries[done]["result"] == {"message_id": "msg-notify"}
     assert entries[unknown]["request"] == {"payload": {"cents": 500}}
     assert entries[unknown]["error"] == "TimeoutError: vendor did not answer"
 
 
-def test_show_key_json(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_keyprinted_json(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger show KEY --json` prints a one-entry JSON list."""
     key = _succeed("notify")
-    code, out, _ = _cli(capsys, "ledger", "show", key, "--json")
+    code, out, _ = run_cli(capsys, "ledger", "show", key, "--json")
     assert code == 0
-    (entry,) = _json(out)
+    (entry,) = printed_json(out)
     assert entry["idem_key"] == key
     assert entry["state"] == "succeeded"
 
 
 def test_show_needs_key_or_dag(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger show` with neither KEY nor --dag exits 2 with a one-line message."""
-    code, _, err = _cli(capsys, "ledger", "show")
+    code, _, err = run_cli(capsys, "ledger", "show")
     assert code == 2
     _one_line_error(err, "ledger show needs a KEY or --dag DAG_ID.")
 
@@ -149,14 +131,14 @@ def test_show_needs_key_or_dag(store: Store, capsys: pytest.CaptureFixture[str])
 def test_show_unknown_key_is_an_error(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger show` of a key nobody recorded exits 2 naming the key."""
     _succeed("notify")
-    code, _, err = _cli(capsys, "ledger", "show", "no-such-key")
+    code, _, err = run_cli(capsys, "ledger", "show", "no-such-key")
     assert code == 2
     _one_line_error(err, "No ledger entry has key no-such-key.")
 
 
 def test_resolve_unknown_key_is_an_error(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger resolve` of a key nobody recorded exits 2 naming the key."""
-    code, _, err = _cli(capsys, "ledger", "resolve", "no-such-key", "--failed")
+    code, _, err = run_cli(capsys, "ledger", "resolve", "no-such-key", "--failed")
     assert code == 2
     _one_line_error(err, "No ledger entry has key no-such-key.")
 
@@ -164,7 +146,7 @@ def test_resolve_unknown_key_is_an_error(store: Store, capsys: pytest.CaptureFix
 def test_resolve_refuses_a_known_outcome(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger resolve` of a succeeded key exits 2 and leaves the entry as it was."""
     key = _succeed("notify")
-    code, _, err = _cli(capsys, "ledger", "resolve", key, "--failed")
+    code, _, err = run_cli(capsys, "ledger", "resolve", key, "--failed")
     assert code == 2
     _one_line_error(err, f"Key {key} is 'succeeded', not unknown")
     assert _state(store, key) == "succeeded"
@@ -176,7 +158,7 @@ def test_resolve_needs_exactly_one_outcome(
 ) -> None:
     """`ledger resolve KEY` needs exactly one of --succeeded/--failed (usage error, exit 2)."""
     key = _leave_unknown("charge_card")
-    code, _, err = _cli(capsys, "ledger", "resolve", key, *flags)
+    code, _, err = run_cli(capsys, "ledger", "resolve", key, *flags)
     assert code == 2
     assert "--succeeded" in err
     assert _state(store, key) == "unknown"
@@ -194,7 +176,7 @@ def test_unknown_outcome_blocks_a_retry_until_resolved(store: Store) -> None:
 def test_resolve_succeeded_makes_a_retry_replay(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """After `resolve --succeeded` a retry replays the hand-recorded result and does not act."""
     key = _leave_unknown("charge_card")
-    code, out, _ = _cli(capsys, "ledger", "resolve", key, "--succeeded")
+    code, out, _ = run_cli(capsys, "ledger", "resolve", key, "--succeeded")
     assert code == 0
     assert out.splitlines()[-1] == f"{key}: succeeded (a retry now replays)"
     assert _state(store, key) == "succeeded"
@@ -208,7 +190,7 @@ def test_resolve_succeeded_makes_a_retry_replay(store: Store, capsys: pytest.Cap
 def test_resolve_failed_makes_a_retry_act_again(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """After `resolve --failed` a retry runs the block again under the same key."""
     key = _leave_unknown("charge_card")
-    code, out, _ = _cli(capsys, "ledger", "resolve", key, "--failed")
+    code, out, _ = run_cli(capsys, "ledger", "resolve", key, "--failed")
     assert code == 0
     assert out.splitlines()[-1] == f"{key}: failed (a retry now sends again)"
     assert _state(store, key) == "failed"
@@ -252,7 +234,7 @@ def test_prune_removes_only_old_entries(
     fresh, week_old, old = _succeed("fresh"), _succeed("week_old"), _leave_unknown("old")
     _age(store, week_old, 7)
     _age(store, old, 45)
-    code, out, _ = _cli(capsys, "ledger", "prune", *argv)
+    code, out, _ = run_cli(capsys, "ledger", "prune", *argv)
     assert code == 0
     gone = {old} if removed == "old" else {old, week_old}
     assert out.splitlines()[-1] == f"pruned {len(gone)} ledger entries older than {days} days"
@@ -265,7 +247,7 @@ def test_prune_with_nothing_old_removes_nothing(
     """`ledger prune` honours [crashsafe] ledger_retention_days and leaves recent entries alone."""
     monkeypatch.setenv("AIRFLOW__CRASHSAFE__LEDGER_RETENTION_DAYS", "2")
     key = _succeed("fresh")
-    code, out, _ = _cli(capsys, "ledger", "prune")
+    code, out, _ = run_cli(capsys, "ledger", "prune")
     assert code == 0
     assert out.splitlines()[-1] == "pruned 0 ledger entries older than 2 days"
     assert _keys(store) == {key}
@@ -273,6 +255,6 @@ def test_prune_with_nothing_old_removes_nothing(
 
 def test_ledger_without_subcommand_is_a_usage_error(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger` alone exits 2 and names the missing LEDGER_COMMAND."""
-    code, _, err = _cli(capsys, "ledger")
+    code, _, err = run_cli(capsys, "ledger")
     assert code == 2
     assert "LEDGER_COMMAND" in err
