@@ -1,27 +1,69 @@
-"""The fencing benchmark runs end to end in --quick mode and reports numbers (no timing asserts)."""
+"""The fencing benchmark runs end to end in --quick mode and reports paired figures (no timing asserts)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from benchmarks.paired import ClusterCpu, Comparison, Pair, Run, run_pairs, sign_test_ci
 from tests.integration.benchmarks.quick_run import run_quick
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_quick_benchmark_runs_and_reports_numbers(postgres_server_url: str, tmp_path: Path) -> None:
-    """`python -m benchmarks.fencing --quick` exits 0, prints its tables and finds no lost commit."""
+    """`benchmarks.fencing --quick` exits 0, prints paired tables with intervals, loses no commit."""
     stdout, numbers = run_quick("benchmarks.fencing", postgres_server_url, tmp_path)
     for heading in (
         "Partition overwrite, 1 row(s)",
+        "Partition overwrite, 10,000 row(s)",
+        "plain again (A/A control)",
         "Where the fenced 1-row time goes",
+        "Where the fenced 10,000-row time goes",
         "Throughput",
         "Targets",
     ):
         assert heading in stdout
     assert numbers["lost_ok"] is True
     assert math.isfinite(numbers["added_ms_1_row"])
+    for key in ("added_pct_big_ci", "aa_pct_big_ci"):  # 6 pairs in --quick: enough for a 95 % interval
+        low, high = numbers[key]
+        assert low <= high
     assert numbers["throughput"]["fenced_per_s"] > 0
+
+
+def test_sign_test_interval_uses_the_binomial_order_statistics() -> None:
+    """Too few pairs give no interval; 6 give the extremes (96.9 %); 20 give the 6th and 15th values."""
+    assert sign_test_ci([1.0, 2.0, 3.0, 4.0, 5.0]) is None
+    assert sign_test_ci([6.0, 1.0, 5.0, 2.0, 4.0, 3.0]) == (1.0, 6.0, 1 - 2 / 64)
+    low, high, coverage = sign_test_ci([float(v) for v in range(1, 21)]) or (0, 0, 0)
+    assert (low, high) == (6.0, 15.0)
+    assert coverage == pytest.approx(0.9586, abs=1e-4)
+
+
+def test_pairs_run_abba_then_baab_with_the_preparation_before_every_run() -> None:
+    """Pairs run ABBA, then BAAB, each run after an untimed prepare; warm-up rounds unrecorded."""
+    calls: list[str] = []
+    comp = Comparison("b", lambda: calls.append("A"), lambda: calls.append("B"))
+    run_pairs([comp], 2, warmup=1, prepare=lambda: calls.append("p"))
+    assert "".join(calls) == "pApBpBpA" + "pBpApApB" + "pApBpBpA"
+    assert len(comp.pairs) == 2
+    pair = Pair(a=[Run(1.0, 2.0), Run(3.0, 2.0)], b=[Run(2.0, 3.0), Run(2.2, 3.0)])
+    assert pair.wall_ratio() == pytest.approx(1.05)
+    assert pair.wall_added() == pytest.approx(0.1)
+    assert pair.cpu_ratio() == pytest.approx(1.5)
+
+
+def test_cluster_cpu_counts_the_server_backends_work(postgres_server_url: str) -> None:
+    """On a local server the meter sees CPU time grow while a backend computes."""
+    meter = ClusterCpu.of_server(postgres_server_url)
+    if meter is None:
+        pytest.skip("the test server is not a local cluster this process can read")
+    with psycopg.connect(postgres_server_url) as conn:  # a backend's time leaves with it: read inside
+        conn.execute("SELECT 1").fetchone()
+        before = meter.seconds()
+        conn.execute("SELECT count(*) FROM generate_series(1, 3000000)").fetchone()
+        assert meter.seconds() - before > 0.05

@@ -1,0 +1,291 @@
+"""Paired A/B timing for benchmarks on a shared, noisy machine.
+
+Other people's tests run beside ours, so two separate series of timings drift apart by more than a
+few per cent. Here every comparison is made of *pairs*: within a pair the two variants run in ABBA
+order (BAAB in every other round), each run preceded by the same untimed preparation, so load that
+rises or falls linearly over a quartet hits A and B alike. Each pair gives one ratio
+``(B1 + B2) / (A1 + A2)``; the result is the median of the ratios with a distribution-free
+confidence interval (the sign test's order statistics). An A/A comparison, made exactly the same
+way, shows what the method reads when there is nothing to find.
+
+Server CPU time (``/proc/<pid>/schedstat`` of every process of a local cluster, nanoseconds on the
+CPU) is paired the same way: unlike wall time it does not grow while the server waits for a core.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "ClusterCpu",
+    "Comparison",
+    "Pair",
+    "Run",
+    "Summary",
+    "ci_text",
+    "load_average",
+    "pct",
+    "print_table",
+    "run_pairs",
+    "sign_test_ci",
+    "summarize",
+    "verdict",
+]
+
+Step = Callable[[], None]
+
+
+class ClusterCpu:
+    """CPU seconds used so far by the processes of one local PostgreSQL cluster (from ``/proc``).
+
+    The postmaster's pid is read from ``postmaster.pid``; its children (backends, WAL writer,
+    checkpointer, ...) are found afresh at every reading, so new backends count too. A backend that
+    exits between two readings takes its time with it: keep connections open across a run.
+    """
+
+    def __init__(self, datadir: Path) -> None:
+        self.postmaster = int((datadir / "postmaster.pid").read_text().split("\n", 1)[0])
+
+    @staticmethod
+    def _cpu_ns(pid: int) -> int:
+        try:
+            return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def _pids(self) -> list[int]:
+        pids = [self.postmaster]
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")".
+            if int(stat.rsplit(")", 1)[1].split()[1]) == self.postmaster:
+                pids.append(int(entry.name))
+        return pids
+
+    def seconds(self) -> float:
+        return sum(self._cpu_ns(pid) for pid in self._pids()) / 1e9
+
+    @classmethod
+    def of_server(cls, admin_url: str) -> ClusterCpu | None:
+        """The meter of the server at ``admin_url`` when it runs on this machine and we may read it."""
+        import psycopg
+
+        try:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                row = conn.execute("SHOW data_directory").fetchone()
+            meter = cls(Path(row[0])) if row else None
+        except (psycopg.Error, OSError, ValueError):
+            return None
+        return meter if meter is not None and meter.seconds() > 0 else None
+
+
+@contextmanager
+def _quiet_gc() -> Iterator[None]:
+    """Collect now and keep the cyclic collector off inside (it is not what is measured)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@dataclass
+class Run:
+    """One timed run: wall seconds, and the cluster's CPU seconds when measured."""
+
+    wall: float
+    cpu: float | None
+
+
+@dataclass
+class Pair:
+    """Two runs of A and two of B, made in ABBA or BAAB order."""
+
+    a: list[Run] = field(default_factory=list)
+    b: list[Run] = field(default_factory=list)
+
+    def wall_ratio(self) -> float:
+        return sum(r.wall for r in self.b) / sum(r.wall for r in self.a)
+
+    def wall_added(self) -> float:
+        """Seconds B added per run over A, within the pair."""
+        return (sum(r.wall for r in self.b) - sum(r.wall for r in self.a)) / 2
+
+    def cpu_ratio(self) -> float | None:
+        if any(r.cpu is None for r in self.a + self.b):
+            return None
+        a = sum(r.cpu or 0.0 for r in self.a)
+        return sum(r.cpu or 0.0 for r in self.b) / a if a > 0 else None
+
+
+@dataclass
+class Comparison:
+    """B against A: ``a`` and ``b`` each do one run; ``prepare`` restores the state before each."""
+
+    name: str
+    a: Step
+    b: Step
+    pairs: list[Pair] = field(default_factory=list)
+
+
+def _timed(step: Step, prepare: Step | None, cpu: ClusterCpu | None) -> Run:
+    if prepare is not None:
+        prepare()
+    with _quiet_gc():
+        cpu0 = cpu.seconds() if cpu else None
+        start = time.perf_counter()
+        step()
+        wall = time.perf_counter() - start
+        cpu1 = cpu.seconds() if cpu else None
+    return Run(wall, None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
+
+
+def run_pairs(
+    comparisons: list[Comparison],
+    pairs: int,
+    *,
+    warmup: int = 1,
+    prepare: Step | None = None,
+    cpu: ClusterCpu | None = None,
+) -> None:
+    """Fill each comparison's ``pairs``: ``warmup`` unrecorded rounds, then ``pairs`` rounds.
+
+    A round makes one pair of every comparison, comparisons in a rotating order, ABBA in even
+    rounds and BAAB in odd ones.
+    """
+    for rnd in range(warmup + pairs):
+        k = rnd % len(comparisons)
+        for comp in comparisons[k:] + comparisons[:k]:
+            pair = Pair()
+            order = "ABBA" if rnd % 2 == 0 else "BAAB"
+            for arm in order:
+                run = _timed(comp.a if arm == "A" else comp.b, prepare, cpu)
+                (pair.a if arm == "A" else pair.b).append(run)
+            if rnd >= warmup:
+                comp.pairs.append(pair)
+
+
+def sign_test_ci(values: list[float], level: float = 0.95) -> tuple[float, float, float] | None:
+    """(low, high, coverage): order statistics bounding the median with at least ``level`` coverage.
+
+    Distribution-free: ``[x_(r), x_(n-r+1)]`` covers the median with probability
+    ``1 - 2 P(Bin(n, 1/2) <= r - 1)``; ``r`` is the largest that keeps that >= ``level``. None
+    when there are too few values for any interval at that level (fewer than 6 at 95 %).
+    """
+    n = len(values)
+    xs = sorted(values)
+    tail, r = 0.0, 0
+    for j in range(n):
+        tail_next = tail + math.comb(n, j) / 2**n
+        if 2 * tail_next > 1 - level:
+            break
+        tail, r = tail_next, j + 1
+    if r == 0:
+        return None
+    return xs[r - 1], xs[n - r], 1 - 2 * tail
+
+
+@dataclass
+class Summary:
+    """Median of the per-pair ratios (and of the added seconds), with sign-test intervals."""
+
+    n: int
+    ratio: float
+    ratio_ci: tuple[float, float, float] | None
+    added: float
+    added_ci: tuple[float, float, float] | None
+    cpu_ratio: float | None
+    cpu_ratio_ci: tuple[float, float, float] | None
+    a_p50: float
+    b_p50: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pairs": self.n,
+            "ratio_p50": self.ratio,
+            "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None,
+            "added_ms_p50": self.added * 1e3,
+            "added_ms_ci": [v * 1e3 for v in self.added_ci[:2]] if self.added_ci else None,
+            "cpu_ratio_p50": self.cpu_ratio,
+            "cpu_ratio_ci": list(self.cpu_ratio_ci) if self.cpu_ratio_ci else None,
+            "a_p50_ms": self.a_p50 * 1e3,
+            "b_p50_ms": self.b_p50 * 1e3,
+        }
+
+
+def summarize(comp: Comparison) -> Summary:
+    ratios = [p.wall_ratio() for p in comp.pairs]
+    added = [p.wall_added() for p in comp.pairs]
+    cpus = [c for c in (p.cpu_ratio() for p in comp.pairs) if c is not None]
+    cpus = cpus if len(cpus) == len(comp.pairs) else []
+    return Summary(
+        n=len(comp.pairs),
+        ratio=statistics.median(ratios),
+        ratio_ci=sign_test_ci(ratios),
+        added=statistics.median(added),
+        added_ci=sign_test_ci(added),
+        cpu_ratio=statistics.median(cpus) if cpus else None,
+        cpu_ratio_ci=sign_test_ci(cpus) if cpus else None,
+        a_p50=statistics.median(r.wall for p in comp.pairs for r in p.a),
+        b_p50=statistics.median(r.wall for p in comp.pairs for r in p.b),
+    )
+
+
+def ci_text(ci: tuple[float, float, float] | None, fmt: Callable[[float], str]) -> str:
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "[n/a: too few pairs]"
+
+
+def pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.2f} %"
+
+
+def print_table(heading: str, comps: list[Comparison], baseline: str = "plain") -> dict[str, Summary]:
+    """Print one row per comparison (B's and A's p50, median B/A with its CI, added ms, CPU B/A)."""
+    sums = {c.name: summarize(c) for c in comps}
+    n = next(iter(sums.values())).n
+    print(f"\n## {heading}: {n} ABBA pairs per comparison vs {baseline}, 95 % sign-test CI")
+    print(
+        f"  {f'B (A = {baseline})':<28}{'B p50 ms':>10}{'A p50 ms':>10}{'B/A p50':>10}  {'CI':<22}"
+        f"{'+ms p50':>9}  {'server CPU B/A [CI]'}"
+    )
+    for name, sm in sums.items():
+        cpu = f"{pct(sm.cpu_ratio)} {ci_text(sm.cpu_ratio_ci, pct)}" if sm.cpu_ratio is not None else "n/a"
+        print(
+            f"  {name:<28}{sm.b_p50 * 1e3:>10.3f}{sm.a_p50 * 1e3:>10.3f}{pct(sm.ratio):>10}  "
+            f"{ci_text(sm.ratio_ci, pct):<22}{sm.added * 1e3:>+9.3f}  {cpu}"
+        )
+    return sums
+
+
+def verdict(value: float, ci: tuple[float, float, float] | None, target: float) -> str:
+    """MET when the whole interval is within ``target``, MISSED when all of it is beyond, else UNDECIDED."""
+    if ci is None:
+        return ("met" if value <= target else "missed") + " at the point estimate only (no CI: too few pairs)"
+    if ci[1] <= target:
+        return "MET (the whole CI is within the target)"
+    if ci[0] > target:
+        return "MISSED (the whole CI is beyond the target)"
+    return "UNDECIDED (the CI straddles the target: run more pairs)"
+
+
+def load_average() -> str:
+    """The 1-minute load average and the number of cores, for the report."""
+    try:
+        one = Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "load n/a"
+    return f"load {one} on {os.cpu_count()} cores"
