@@ -25,11 +25,13 @@ the old attempt is still working. Here that costs time, not correctness:
 
 The long statement is simulated by ``long_work()`` in the source query, a server-side sleep of up
 to ``work_seconds`` (param) that the crash drill ends early once the restarted scheduler has re-run
-the loads (a user function is fine for the MERGE's non-determinism check; ``now()`` would not
-be). Connection: ``crashsafe_warehouse`` (PostgreSQL). ``CRASHSAFE_DRILL_REGIONS`` sets the number
-of regions (default 8), ``CRASHSAFE_DRILL_PAYMENTS`` the payments per vendor (default 2); HTTP
-connections ``crashsafe_vendor_naive`` and ``crashsafe_vendor_keyed``. Nothing else happens at
-import time.
+the loads (a user function is fine for the MERGE's non-determinism check; ``now()`` would not be).
+It names its backend ``crashsafe-work:<dag_id>/<task_id>`` (``application_name``, until the write's
+transaction ends), so the drill counts in ``pg_stat_activity`` how often and how long each load
+really ran in the warehouse. Connection: ``crashsafe_warehouse`` (PostgreSQL).
+``CRASHSAFE_DRILL_REGIONS`` sets the number of regions (default 8), ``CRASHSAFE_DRILL_PAYMENTS``
+the payments per vendor (default 2); HTTP connections ``crashsafe_vendor_naive`` and
+``crashsafe_vendor_keyed``. Nothing else happens at import time.
 """
 
 from __future__ import annotations
@@ -67,12 +69,17 @@ SETUP = [
         day date PRIMARY KEY, revenue numeric(14, 2) NOT NULL)""",
     # The "long warehouse job": sleeps up to max_seconds, or until the day is released (the crash
     # drill releases it once the restarted scheduler has re-run the loads, so its timing does not
-    # depend on the machine's speed). Standalone, it is just a max_seconds sleep.
+    # depend on the machine's speed). Standalone, it is just a max_seconds sleep. It labels its
+    # backend 'crashsafe-work:<dag_id>/<task_id>' so the drill counts executions server-side.
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
-    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(max_seconds double precision, for_day date)
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(
+            max_seconds double precision, for_day date, label text)
         RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
         DECLARE deadline timestamptz := clock_timestamp() + make_interval(secs => max_seconds);
         BEGIN
+            -- Name this backend after the task for the drill's work meter (pg_stat_activity); local
+            -- to the transaction, so the connection gets its own name back when the unit ends.
+            PERFORM set_config('application_name', 'crashsafe-work:' || label, true);
             WHILE clock_timestamp() < deadline LOOP
                 IF EXISTS (SELECT 1 FROM {SCHEMA}.work_release WHERE day = for_day) THEN
                     RETURN true;
@@ -90,14 +97,18 @@ SETUP = [
 
 # Source queries: the MATERIALIZED CTE runs long_work() once per statement (the long warehouse job).
 REVENUE_SOURCE = f"""
-WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work(
+    {{{{ params.work_seconds }}}}, %(day)s::date, '{{{{ ti.dag_id }}}}/{{{{ ti.task_id }}}}'
+))
 SELECT o.day, o.region, o.order_id, o.amount
 FROM {SCHEMA}.orders AS o CROSS JOIN work
 WHERE o.day = %(day)s::date AND o.region = %(region)s
 """
 
 LINES_SOURCE = f"""
-WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work(
+    {{{{ params.work_seconds }}}}, %(day)s::date, '{{{{ ti.dag_id }}}}/{{{{ ti.task_id }}}}'
+))
 SELECT o.day, o.region, o.order_id, o.qty
 FROM {SCHEMA}.orders AS o CROSS JOIN work
 WHERE o.day = %(day)s::date AND o.region = %(region)s

@@ -18,14 +18,16 @@ completes server-side even after its client is killed). So every interrupted loa
   ``Idempotency-Key`` — here one made per attempt (``ti.id``), as hand-rolled keys often are. The
   reset attempt sends the instruction again, and both vendors book the payment twice.
 
-The long statement is simulated by ``long_work()`` inside the INSERT … SELECT: a server-side
-sleep of up to ``work_seconds`` (param) that the crash drill ends early once the restarted
-scheduler has re-run the loads. ``nightly_revenue_crashsafe.py`` is the same night written with
-airflow-crashsafe operators. Connection: ``crashsafe_warehouse`` (PostgreSQL). The number of
-regions comes from ``CRASHSAFE_DRILL_REGIONS`` (default 8, i.e. 16 parallel loads), so the drill
-can run a shorter night, ``CRASHSAFE_DRILL_PAYMENTS`` the payments per vendor (default 2); HTTP
-connections ``crashsafe_vendor_naive`` and ``crashsafe_vendor_keyed``. Nothing else happens at
-import time.
+The long statement is simulated by ``long_work()`` inside the INSERT … SELECT: a server-side sleep
+of up to ``work_seconds`` (param) that the crash drill ends early once the restarted scheduler has
+re-run the loads. It names its backend ``crashsafe-work:<dag_id>/<task_id>`` (``application_name``,
+for that statement only), so the drill counts in ``pg_stat_activity`` how often and how long each
+load really ran in the warehouse, the abandoned attempt's statement included.
+``nightly_revenue_crashsafe.py`` is the same night written with airflow-crashsafe operators.
+Connection: ``crashsafe_warehouse`` (PostgreSQL). The number of regions comes from
+``CRASHSAFE_DRILL_REGIONS`` (default 8, i.e. 16 parallel loads), so the drill can run a shorter
+night, ``CRASHSAFE_DRILL_PAYMENTS`` the payments per vendor (default 2); HTTP connections
+``crashsafe_vendor_naive`` and ``crashsafe_vendor_keyed``. Nothing else happens at import time.
 """
 
 from __future__ import annotations
@@ -63,12 +65,17 @@ SETUP = [
     # The night's source orders: deterministic, so a re-run of the seed changes nothing.
     # The "long warehouse job": sleeps up to max_seconds, or until the day is released (the crash
     # drill releases it once the restarted scheduler has re-run the loads, so its timing does not
-    # depend on the machine's speed). Standalone, it is just a max_seconds sleep.
+    # depend on the machine's speed). Standalone, it is just a max_seconds sleep. It labels its
+    # backend 'crashsafe-work:<dag_id>/<task_id>' so the drill counts executions server-side.
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
-    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(max_seconds double precision, for_day date)
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(
+            max_seconds double precision, for_day date, label text)
         RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
         DECLARE deadline timestamptz := clock_timestamp() + make_interval(secs => max_seconds);
         BEGIN
+            -- Name this backend after the task for the drill's work meter (pg_stat_activity); local
+            -- to the transaction, so the connection gets its own name back when the unit ends.
+            PERFORM set_config('application_name', 'crashsafe-work:' || label, true);
             WHILE clock_timestamp() < deadline LOOP
                 IF EXISTS (SELECT 1 FROM {SCHEMA}.work_release WHERE day = for_day) THEN
                     RETURN true;
@@ -86,7 +93,9 @@ SETUP = [
 
 # The MATERIALIZED CTE runs long_work() exactly once per statement: the "long warehouse job".
 LOAD_REVENUE = f"""
-WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work(
+    {{{{ params.work_seconds }}}}, %(day)s::date, '{{{{ ti.dag_id }}}}/{{{{ ti.task_id }}}}'
+))
 INSERT INTO {SCHEMA}.fact_revenue (day, region, order_id, amount)
 SELECT o.day, o.region, o.order_id, o.amount
 FROM {SCHEMA}.orders AS o CROSS JOIN work
@@ -94,7 +103,9 @@ WHERE o.day = %(day)s::date AND o.region = %(region)s
 """
 
 APPEND_LINES = f"""
-WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s::date))
+WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work(
+    {{{{ params.work_seconds }}}}, %(day)s::date, '{{{{ ti.dag_id }}}}/{{{{ ti.task_id }}}}'
+))
 INSERT INTO {SCHEMA}.order_lines (day, region, order_id, qty)
 SELECT o.day, o.region, o.order_id, o.qty
 FROM {SCHEMA}.orders AS o CROSS JOIN work
