@@ -7,11 +7,15 @@ later execution is compared with the ones before it:
 * ``overlap`` - it started while an earlier one was still alive (end, or last sign of life, later
   than its start); the overlap's length is reported. Orthogonal to the cause below.
 * ``reset_rerun`` - the scheduler reset the previous attempt (or it vanished) and re-ran the slot,
-  with no retry delay. Known when the previous attempt ended without any hook, or when it was
-  still alive (an end or a beacon) after the next try started, which no Airflow retry allows (a
-  retry's try exists only once the failing process has sent its end, and that end is what its
-  hook records). A stale attempt cancelled by ``on_kill`` fires its failure hook, so "its
-  process reported a failure" alone does not make a retry.
+  with no retry delay. Known when the previous attempt ended without any hook; when it was still
+  alive (an end or a beacon) after the next try started, which no Airflow retry allows (a retry's
+  try exists only once the failing process has sent its end, and that end is what its hook
+  records); or when its process got SIGTERM before it ended and the next try started within
+  ``STALE_KILL_WINDOW`` of that: a stale attempt is SIGTERMed at its first heartbeat after the
+  reset that already queued its successor, and its ``on_kill`` may make it fail (firing its
+  failure hook) before the successor starts, while a retry waits ``retry_delay`` (5 min by
+  default) after a reported failure. So "its process reported a failure" alone does not make a
+  retry. This takes precedence over the states reported: a stale attempt may even report success.
 * ``rerun_after_success`` - the previous attempt succeeded (a clear, a backfill of the same date,
   or a success re-marked failed).
 * ``rerun_after_clear`` - a user cleared an attempt that had not succeeded (``clear_number`` grew).
@@ -23,10 +27,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-__all__ = ["KINDS", "RISKS", "Execution", "Rerun", "SlotReport", "classify", "executions_of"]
+__all__ = [
+    "KINDS",
+    "RISKS",
+    "STALE_KILL_WINDOW",
+    "Execution",
+    "Rerun",
+    "SlotReport",
+    "classify",
+    "executions_of",
+]
 
 KINDS = (
     "overlap",
@@ -39,6 +52,11 @@ KINDS = (
 #: Lowest to highest.
 RISKS = ("none", "low", "high", "critical")
 _FAILED = {"failed", "up_for_retry", "upstream_failed"}
+#: A successor starting this soon after its predecessor's SIGTERM was queued by a reset, not a retry
+#: (the reset queues it before the stale heartbeat that brings the SIGTERM; it starts when an
+#: executor slot frees). A retry configured with a shorter ``retry_delay`` after a SIGTERM from
+#: elsewhere (a worker shut down) is counted as a reset re-run too.
+STALE_KILL_WINDOW = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,7 @@ class Execution:
     last_seen_at: datetime | None
     replay_safe: bool | None = None
     operator: str | None = None
+    terminated_at: datetime | None = None  # when its process got SIGTERM
 
     @property
     def alive_until(self) -> datetime:
@@ -157,6 +176,7 @@ def executions_of(rows: Iterable[Mapping[str, Any]]) -> list[Execution]:
                     last_seen_at=r.get("last_seen_at"),
                     replay_safe=r.get("replay_safe"),
                     operator=r.get("operator"),
+                    terminated_at=r.get("terminated_at"),
                 )
             )
     return sorted(out, key=lambda e: (e.started_at, e.try_number, e.pid))
@@ -177,15 +197,25 @@ def _replaced(prev: Execution, later: Execution) -> bool:
     return prev.alive_until > later.started_at
 
 
+def _stopped_as_stale(prev: Execution, later: Execution) -> bool:
+    """``prev``'s process was SIGTERMed while running and ``later`` (a newer try) started soon after."""
+    if prev.terminated_at is None or later.try_number <= prev.try_number or later.run_id != prev.run_id:
+        return False
+    if prev.ended_at is not None and prev.end_source == "listener" and prev.terminated_at > prev.ended_at:
+        return False  # SIGTERMed after its own end (task_success_overtime): not stopped while running
+    return later.started_at - prev.terminated_at <= STALE_KILL_WINDOW
+
+
 def _cause(prev: Execution, later: Execution) -> str:
-    if "success" in (prev.reported_state, prev.state):
-        return "rerun_after_success"
+    succeeded = "success" in (prev.reported_state, prev.state)
     if (later.clear_number or 0) > (prev.clear_number or 0):
-        return "rerun_after_clear"
+        return "rerun_after_success" if succeeded else "rerun_after_clear"
+    if _replaced(prev, later) or _stopped_as_stale(prev, later):
+        return "reset_rerun"  # alive after its successor started, or stopped as stale just before
+    if succeeded:
+        return "rerun_after_success"
     if prev.ended_at is None or prev.end_source == "reconcile":
         return "reset_rerun"  # no hook saw it end: reset, or killed with its host
-    if _replaced(prev, later):
-        return "reset_rerun"  # e.g. a stale attempt whose on_kill made its own process fail
     if prev.state in _FAILED or prev.reported_state in _FAILED:
         return "retry_after_failure"
     return "reset_rerun"

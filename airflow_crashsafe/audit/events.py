@@ -58,6 +58,8 @@ class AttemptEvent:
     last_seen_at: datetime | None = None
     replay_safe: bool | None = None
     operator: str | None = None
+    #: When the task process got SIGTERM (its supervisor stopping it: a stale attempt, mostly).
+    terminated_at: datetime | None = None
 
     def describe(self) -> str:
         return (
@@ -76,7 +78,7 @@ class AttemptEvent:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AttemptEvent:
         values = dict(data)
-        for key in ("started_at", "ended_at", "last_seen_at"):
+        for key in ("started_at", "ended_at", "last_seen_at", "terminated_at"):
             if values.get(key):
                 values[key] = datetime.fromisoformat(str(values[key]))
         return cls(**values)
@@ -184,8 +186,8 @@ def ended(ti: Any, state: str, *, now: datetime | None = None) -> AttemptEvent:
     )
 
 
-def seen(key: AttemptEvent, *, now: datetime | None = None) -> AttemptEvent:
-    """A liveness beacon for a running attempt: it was alive at ``now``."""
+def seen(key: AttemptEvent, *, now: datetime | None = None, terminated: bool = False) -> AttemptEvent:
+    """A liveness beacon for a running attempt: it was alive at ``now`` (and got SIGTERM then)."""
     at = now or datetime.now(timezone.utc)
     return AttemptEvent(
         source="listener",
@@ -198,6 +200,7 @@ def seen(key: AttemptEvent, *, now: datetime | None = None) -> AttemptEvent:
         pid=key.pid,
         slot_partition=key.slot_partition,
         last_seen_at=at,
+        terminated_at=at if terminated else None,
     )
 
 

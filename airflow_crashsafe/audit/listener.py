@@ -10,14 +10,21 @@ task process on a worker (Task SDK objects); ``on_task_instance_failed`` also in
 (executor-reported death, heartbeat timeout) and success/failed/skipped in the api-server (a user
 marking state), with ORM objects. A reset attempt fires nothing: ``audit reconcile`` fills it in.
 
+A stale attempt learns it was replaced at its next heartbeat; its supervisor then sends SIGTERM
+(whose handler, installed by the task runner before ``on_task_instance_running``, only calls
+``on_kill()``) and SIGKILL 5 s later. No hook sees either, so the running hook chains a SIGTERM
+handler in front of Airflow's: it notes the moment for the writer and calls the original.
+
 Options (``[crashsafe]``, read once per process): ``audit_timeout_seconds`` (0.5),
 ``audit_beacon_seconds`` (5), ``audit_enabled`` (true).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import threading
 from typing import Any
 
@@ -41,6 +48,7 @@ hookimpl = pluggy.HookimplMarker("airflow")
 
 _writer: Any = None
 _writer_lock = threading.Lock()
+_sigterm_chained_in: int | None = None  # the pid whose SIGTERM handler is chained
 
 
 def _enabled() -> bool:
@@ -51,7 +59,7 @@ def _enabled() -> bool:
 
 
 def _build_writer() -> Any:
-    from airflow_crashsafe.audit.records import apply_event
+    from airflow_crashsafe.audit.records import apply_event, touch
     from airflow_crashsafe.audit.spool import Spool, default_spool_dir
     from airflow_crashsafe.audit.writer import Writer
     from airflow_crashsafe.store import open_store
@@ -62,12 +70,17 @@ def _build_writer() -> Any:
         with store.transaction() as db:
             apply_event(db, event)
 
+    def beacon(events: list[Any]) -> None:
+        with store.transaction() as db:
+            touch(db, events)
+
     return Writer(
         apply,
         Spool(default_spool_dir()),
         timeout=config.audit_timeout_seconds(),
         beacon_interval=config.audit_beacon_seconds(),
         on_failure=store.discard_connection,
+        touch=beacon,
     )
 
 
@@ -101,6 +114,35 @@ def _record(build: Any, *args: Any) -> None:
         log.warning("crashsafe audit: could not record %s", event.describe(), exc_info=True)
 
 
+def _on_sigterm(previous: Any) -> Any:
+    """A SIGTERM handler that tells this process's writer, then does what ``previous`` did."""
+
+    def handler(signum: int, frame: Any) -> None:
+        writer = _writer
+        if writer is not None and getattr(writer, "pid", None) == os.getpid():
+            with contextlib.suppress(Exception):  # never keep Airflow's own handler from running
+                writer.note_terminated()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return handler
+
+
+def _chain_sigterm() -> None:
+    """Once per task process, from its main thread (the only one that may set handlers)."""
+    global _sigterm_chained_in
+    if _sigterm_chained_in == os.getpid() or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm(signal.getsignal(signal.SIGTERM)))
+        _sigterm_chained_in = os.getpid()
+    except Exception:
+        log.debug("crashsafe audit: could not chain the SIGTERM handler", exc_info=True)
+
+
 def _terminal(task_instance: Any, state: str) -> None:
     from airflow_crashsafe.audit import events
 
@@ -120,6 +162,8 @@ def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
 
     if events.is_worker_ti(task_instance):
         _record(events.started, task_instance)
+        if _enabled():
+            _chain_sigterm()
 
 
 @hookimpl

@@ -1,10 +1,13 @@
-"""The ``crashsafe_attempts`` table's SQL (store layer for the audit; migration 3).
+"""The ``crashsafe_attempts`` table's SQL (store layer for the audit; migrations 3 and 4).
 
 Every event is merged into its execution's row by :func:`merge_rows`, a commutative, idempotent
 merge, so start, end, beacon and reconcile events converge whatever order they arrive in (a
 spooled start delivered after its end, a reconcile racing the worker) and a re-delivered event
 changes nothing. Precedence: the task process's own start and end beat the scheduler's, which
-beat what reconciliation read from Airflow's history.
+beat what reconciliation read from Airflow's history. An end the process did not report itself is
+Airflow's estimate (a reset try's is the archive time), so it never lies before the process's own
+last sign of life. Every write also marks its task instance dirty for the duplicate digest
+(:mod:`airflow_crashsafe.audit.digest`), in the same transaction.
 """
 
 from __future__ import annotations
@@ -17,7 +20,17 @@ from typing import Any
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.store.dbapi import Db
 
-__all__ = ["FIELDS", "KEY", "apply_event", "claim_alert", "merge_rows", "open_attempts", "slot_rows"]
+__all__ = [
+    "FIELDS",
+    "KEY",
+    "apply_event",
+    "claim_alert",
+    "mark_dirty",
+    "merge_rows",
+    "open_attempts",
+    "slot_rows",
+    "touch",
+]
 
 KEY = ("dag_id", "task_id", "map_index", "run_id", "try_number", "hostname", "pid")
 VALUES = (
@@ -34,9 +47,10 @@ VALUES = (
     "last_seen_at",
     "replay_safe",
     "operator",
+    "terminated_at",
 )
 FIELDS = KEY + VALUES + ("updated_at",)
-_STAMPS = ("started_at", "ended_at", "last_seen_at", "updated_at")
+_STAMPS = ("started_at", "ended_at", "last_seen_at", "updated_at", "terminated_at")
 _RANK = {None: 0, "reconcile": 1, "scheduler": 2, "listener": 3}
 _TRY = (
     "dag_id = %(dag_id)s AND task_id = %(task_id)s AND map_index = %(map_index)s"
@@ -88,6 +102,9 @@ def merge_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     safe = [v for v in (a.get("replay_safe"), b.get("replay_safe")) if v is not None]
     out["replay_safe"] = any(bool(v) for v in safe) if safe else None
     out["operator"] = _first(a.get("operator"), b.get("operator"))
+    out["terminated_at"] = _min(a.get("terminated_at"), b.get("terminated_at"))
+    if out["end_source"] not in (None, "listener"):
+        out["ended_at"] = _max(out["ended_at"], out["last_seen_at"])
     return out
 
 
@@ -138,6 +155,43 @@ def _write(db: Db, row: Mapping[str, Any], *, insert: bool) -> None:
     db.execute(f"UPDATE crashsafe_attempts SET {sets}, updated_at = %(now)s WHERE {where}", params)
 
 
+def mark_dirty(db: Db, key: Mapping[str, Any]) -> None:
+    """Note that a task instance's records changed: the digest reclassifies its slot."""
+    db.execute(
+        "INSERT INTO crashsafe_audit_dirty (dag_id, task_id, map_index, run_id) "
+        "VALUES (%(dag_id)s, %(task_id)s, %(map_index)s, %(run_id)s) "
+        "ON CONFLICT (dag_id, task_id, map_index, run_id) DO UPDATE SET gen = crashsafe_audit_dirty.gen + 1",
+        {k: key[k] for k in ("dag_id", "task_id", "map_index", "run_id")},
+    )
+
+
+_TOUCH = """UPDATE crashsafe_attempts SET
+    last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < %(at)s THEN %(at)s ELSE last_seen_at END,
+    ended_at = CASE WHEN end_source IN ('scheduler', 'reconcile') AND ended_at < %(at)s THEN %(at)s
+        ELSE ended_at END,
+    updated_at = %(now)s
+WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s AND map_index = %(map_index)s AND run_id = %(run_id)s
+    AND try_number = %(try_number)s AND hostname = %(hostname)s AND pid = %(pid)s"""
+
+
+def touch(db: Db, events: Iterable[AttemptEvent]) -> int:
+    """Liveness beacons: raise ``last_seen_at`` of existing rows, one UPDATE each (as merge_rows would).
+
+    A beacon for a row not stored yet (its start still spooled) changes nothing: the start carries
+    its own sign of life. Returns how many rows were touched.
+    """
+    touched = 0
+    now = _to_db(db, datetime.now(timezone.utc))
+    for event in events:
+        assert event.last_seen_at is not None
+        params = {k: getattr(event, k) for k in KEY}
+        cursor = db.execute(_TOUCH, {**params, "at": _to_db(db, event.last_seen_at), "now": now})
+        if int(cursor.rowcount) > 0:
+            touched += 1
+            mark_dirty(db, params)
+    return touched
+
+
 def apply_event(db: Db, event: AttemptEvent) -> None:
     """Merge one event into its row(s), inside the caller's transaction.
 
@@ -150,6 +204,7 @@ def apply_event(db: Db, event: AttemptEvent) -> None:
         db.execute("SET LOCAL synchronous_commit TO OFF")
     incoming = _row_from_event(event)
     key = {k: incoming[k] for k in ("dag_id", "task_id", "map_index", "run_id", "try_number")}
+    mark_dirty(db, key)
     known = bool(event.hostname) and bool(event.pid)
     if known:
         _write(db, {**incoming, **dict.fromkeys(VALUES), "slot_partition": ""}, insert=True)

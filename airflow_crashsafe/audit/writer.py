@@ -3,19 +3,28 @@
 The hook thread (the task itself) hands an event over and waits at most ``timeout`` seconds; an
 event not stored by then - store down, slow or hanging - is appended to the local spool, and the
 thread carries on. While a write is still stuck, later events go straight to the spool. After each
-successful write the thread drains the spool. Between events it refreshes ``last_seen_at`` of the
-attempts running in this process (a liveness beacon: a reset attempt that is SIGKILLed later
-leaves proof of how long it really ran). Nothing here raises into the caller.
+successful write the thread drains the spool. Nothing here raises into the caller.
+
+Every ``beacon_interval`` the thread refreshes ``last_seen_at`` of the attempts running in this
+process (a liveness beacon, one cheap UPDATE each when ``touch`` is given), so a reset attempt that
+is SIGKILLed later leaves proof of how long it really ran. A stale attempt is stopped by its
+supervisor with SIGTERM and SIGKILLed 5 s later; the listener's SIGTERM handler calls
+:meth:`Writer.note_terminated`, after which the thread stores the SIGTERM moment (spooled if the
+store is down) and beacons every ``dying_interval``, so the recorded end of a killed attempt is
+within that of its real death and an overlap with its successor is measured, not guessed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from airflow_crashsafe.audit import events as ev
 from airflow_crashsafe.audit.events import AttemptEvent
@@ -34,7 +43,10 @@ class _Job:
 
 
 class Writer:
-    """One per process. ``apply(event)`` stores one event (raises on failure)."""
+    """One per process. ``apply(event)`` stores one event, ``touch(beacons)`` refreshes liveness.
+
+    Both raise on failure. Without ``touch``, beacons go through ``apply``.
+    """
 
     def __init__(
         self,
@@ -44,12 +56,21 @@ class Writer:
         timeout: float = 0.5,
         beacon_interval: float = 5.0,
         on_failure: Callable[[], None] | None = None,
+        touch: Callable[[list[AttemptEvent]], object] | None = None,
+        dying_interval: float = 0.5,
+        tick: float = 0.25,
     ) -> None:
         self._apply = apply
+        self._touch = touch
         self.spool = spool
         self.timeout = timeout
         self.beacon_interval = beacon_interval
+        self.dying_interval = dying_interval
+        self._tick = tick
         self._on_failure = on_failure
+        # Set by a signal handler, read by the thread: a plain attribute, no lock (see note_terminated).
+        self._terminated_at: datetime | None = None
+        self._termination_stored = False
         self._queue: queue.Queue[_Job] = queue.Queue()
         self._busy = threading.Event()
         self._running: dict[tuple[object, ...], AttemptEvent] = {}
@@ -77,6 +98,15 @@ class Writer:
             log.warning("crashsafe audit: could not record %s", event.describe(), exc_info=True)
             return False
 
+    def note_terminated(self) -> None:
+        """This process got SIGTERM. Safe inside a signal handler: one attribute store, no lock.
+
+        (A handler runs between two bytecodes of the main thread, which may hold any lock the
+        writer uses; taking one here could deadlock the task.)
+        """
+        if self._terminated_at is None:
+            self._terminated_at = datetime.now(timezone.utc)
+
     def _track(self, event: AttemptEvent) -> None:
         key = (event.dag_id, event.task_id, event.map_index, event.run_id, event.try_number, event.pid)
         with self._lock:
@@ -90,27 +120,51 @@ class Writer:
         self.spooled += len(events)
 
     def _loop(self) -> None:
+        next_beacon = time.monotonic() + self.beacon_interval
         while True:
-            try:
-                job = self._queue.get(timeout=self.beacon_interval)
-            except queue.Empty:
+            # Wake at least every tick: a SIGTERM only sets an attribute (see note_terminated).
+            wait = max(0.0, min(self._tick, next_beacon - time.monotonic()))
+            with contextlib.suppress(queue.Empty):
+                self._run(self._queue.get(timeout=wait))
+            if self._terminated_at is not None and not self._termination_stored:
+                self._termination_stored = True
+                self._store_termination(self._terminated_at)
+                next_beacon = time.monotonic() + self.dying_interval
+            elif time.monotonic() >= next_beacon:
                 self._beacon()
-                continue
+                dying = self._terminated_at is not None
+                next_beacon = time.monotonic() + (self.dying_interval if dying else self.beacon_interval)
+
+    def _run(self, job: _Job) -> None:
+        try:
+            self._apply(job.event)
+            job.ok = True
+        except Exception as exc:
+            log.warning(
+                "crashsafe audit: store unavailable (%s); %s spooled",
+                type(exc).__name__,
+                job.event.describe(),
+            )
+            self._failed()
+        finally:
+            job.done.set()
+            self._busy.clear()
+        if job.ok:
+            self._drain()
+
+    def _store_termination(self, at: datetime) -> None:
+        with self._lock:
+            running = list(self._running.values())
+        for event in running:
+            marked = ev.seen(event, now=at, terminated=True)
             try:
-                self._apply(job.event)
-                job.ok = True
-            except Exception as exc:
-                log.warning(
-                    "crashsafe audit: store unavailable (%s); %s spooled",
-                    type(exc).__name__,
-                    job.event.describe(),
-                )
+                self._apply(marked)
+            except Exception:
                 self._failed()
-            finally:
-                job.done.set()
-                self._busy.clear()
-            if job.ok:
-                self._drain()
+                try:
+                    self._spool([marked])
+                except Exception:
+                    log.warning("crashsafe audit: could not spool %s", marked.describe(), exc_info=True)
 
     def _failed(self) -> None:
         if self._on_failure is not None:
@@ -130,11 +184,16 @@ class Writer:
             self._failed()
 
     def _beacon(self) -> None:
+        """Best effort: a beacon that fails is not spooled, the next one says more."""
         with self._lock:
-            running = list(self._running.values())
-        for event in running:
-            try:
-                self._apply(ev.seen(event))
-            except Exception:
-                self._failed()
-                return
+            beacons = [ev.seen(event) for event in self._running.values()]
+        if not beacons:
+            return
+        try:
+            if self._touch is not None:
+                self._touch(beacons)
+            else:
+                for beacon in beacons:
+                    self._apply(beacon)
+        except Exception:
+            self._failed()

@@ -76,6 +76,27 @@ def _audit_alerts_ddl(stamp: str, now: str) -> str:
     PRIMARY KEY (dag_id, task_id, map_index, slot_partition))"""
 
 
+def _digest_ddl(stamp: str, real: str) -> tuple[str, ...]:
+    # The duplicate digest (audit.digest): one row per slot that executed more than once, kept
+    # current from the task instances whose records changed (crashsafe_audit_dirty; gen grows on
+    # every change, so a refresh deletes only the marks it has seen).
+    return (
+        """CREATE TABLE crashsafe_audit_dirty (
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL, run_id TEXT NOT NULL,
+    gen INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (dag_id, task_id, map_index, run_id))""",
+        "INSERT INTO crashsafe_audit_dirty (dag_id, task_id, map_index, run_id) "
+        "SELECT DISTINCT dag_id, task_id, map_index, run_id FROM crashsafe_attempts",
+        f"""CREATE TABLE crashsafe_duplicates (
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL, slot_partition TEXT NOT NULL,
+    risk TEXT NOT NULL, risk_rank INTEGER NOT NULL, kinds TEXT NOT NULL, overlap_seconds {real} NOT NULL,
+    protection TEXT NOT NULL, runs INTEGER NOT NULL, first_started_at {stamp} NOT NULL,
+    last_active_at {stamp} NOT NULL, report TEXT NOT NULL,
+    PRIMARY KEY (dag_id, task_id, map_index, slot_partition))""",
+        "CREATE INDEX crashsafe_duplicates_rank ON crashsafe_duplicates (risk_rank, first_started_at)",
+        "CREATE INDEX crashsafe_duplicates_active ON crashsafe_duplicates (last_active_at)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -126,6 +147,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             *_ATTEMPT_INDEXES,
             _audit_alerts_ddl("TEXT", "(strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))"),
         ),
+    ),
+    Migration(
+        version=4,
+        description="attempts: when the task process got SIGTERM (a stale attempt told to stop)",
+        postgresql=("ALTER TABLE crashsafe_attempts ADD COLUMN terminated_at TIMESTAMPTZ",),
+        sqlite=("ALTER TABLE crashsafe_attempts ADD COLUMN terminated_at TEXT",),
+    ),
+    Migration(
+        version=5,
+        description="duplicate digest: each duplicated slot classified once, kept current incrementally",
+        postgresql=_digest_ddl("TIMESTAMPTZ", "DOUBLE PRECISION"),
+        sqlite=_digest_ddl("TEXT", "REAL"),
     ),
 )
 

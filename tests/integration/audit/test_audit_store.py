@@ -157,3 +157,52 @@ def test_reconcile_fills_a_reset_attempt_and_duplicates_alert_once(store: Store)
     dispatcher = Dispatcher([], outbox=MemoryOutbox())
     assert len(alert_risky(store, dispatcher, [dup])) == 1
     assert alert_risky(store, dispatcher, [dup]) == []
+
+
+def test_dying_beacons_move_a_reconciled_end_to_the_real_death(store: Store) -> None:
+    """SIGTERM moment stored; one-UPDATE beacons raise last_seen and a history end, never a listener end."""
+    from airflow_crashsafe.audit.events import seen
+    from airflow_crashsafe.audit.records import touch
+
+    first, second = start(1, 1, NOW - timedelta(seconds=300)), start(2, 2, NOW - timedelta(seconds=259))
+    for event in (first, second):
+        apply(store, event)
+    apply(store, seen(first, now=NOW - timedelta(seconds=257), terminated=True))
+    apply(store, _history_end(NOW - timedelta(seconds=260)))
+    apply(
+        store,
+        AttemptEvent(
+            source="listener",
+            **KEY,
+            try_number=2,
+            hostname="w1",
+            pid=2,
+            ended_at=NOW,
+            reported_state="success",
+        ),
+    )
+    with store.transaction() as db:
+        touched = touch(
+            db,
+            [
+                seen(first, now=NOW - timedelta(seconds=252.5)),
+                seen(second, now=NOW + timedelta(seconds=1)),
+                seen(start(3, 3, NOW), now=NOW),  # not stored yet: nothing to touch
+            ],
+        )
+    assert touched == 2
+    by_try = {r["try_number"]: r for r in rows(store)}
+    assert by_try[1]["terminated_at"] == NOW - timedelta(seconds=257)
+    assert by_try[1]["ended_at"] == by_try[1]["last_seen_at"] == NOW - timedelta(seconds=252.5)
+    assert by_try[1]["end_source"] == "reconcile"
+    assert by_try[2]["ended_at"] == NOW  # the process's own end stays
+    [dup] = find_duplicates(store, since=timedelta(hours=1))
+    assert dup.kinds == ("overlap", "reset_rerun")
+    assert dup.overlap_seconds == 6.5
+
+
+def _history_end(at: datetime) -> AttemptEvent:
+    """Reconcile's event for try 1: Airflow archived it as failed at ``at`` (the reset)."""
+    return AttemptEvent(
+        source="reconcile", **KEY, try_number=1, hostname="w1", pid=1, ended_at=at, state="failed"
+    )

@@ -247,3 +247,65 @@ def test_retryable_failure_ended_before_the_successor_stays_a_retry() -> None:
     [report] = classify(rows)
     assert report.kinds == ("retry_after_failure",)
     assert report.risk == "low"
+
+
+def test_stale_attempt_stopped_before_its_successor_started_is_a_reset_not_a_retry() -> None:
+    """SIGTERM at 39.5 (stale heartbeat), on_kill fails it at 40, try 2 starts at 42: a reset re-run."""
+    rows = [
+        row(1, 11, 0, 40, end_source="listener", reported="up_for_retry", seen=40, terminated_at=at(39.5)),
+        row(2, 22, 42, 90, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("reset_rerun",)
+    assert report.overlap_seconds == 0.0
+    assert report.risk == "high"
+
+
+def test_stale_attempt_dying_after_its_successor_started_overlaps_by_its_last_beacon() -> None:
+    """Reset archived try 1 at 40; SIGTERM 43, dying beacons to 47.8 (SIGKILL); try 2 from 41: 6.8 s."""
+    worker = row(1, 11, 0, seen=47.8, terminated_at=at(43))
+    merged = merge_rows(worker, _history(1, 0, 40))
+    assert (merged["ended_at"], merged["end_source"]) == (at(47.8), "reconcile")
+    [report] = classify([merged, row(2, 22, 41, 90, end_source="listener", reported="success")])
+    assert report.kinds == ("overlap", "reset_rerun")
+    assert report.overlap_seconds == 6.8
+
+
+def test_stale_attempt_reporting_success_after_its_successor_started_is_a_reset() -> None:
+    """Its work finished between SIGTERM and SIGKILL: a late success hook, still an overlapping reset."""
+    rows = [
+        row(1, 11, 0, 44, end_source="listener", reported="success", seen=44, terminated_at=at(42)),
+        row(2, 22, 41, 90, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "reset_rerun")
+    assert report.overlap_seconds == 3.0
+
+
+def test_sigterm_then_a_retry_after_its_delay_stays_a_retry() -> None:
+    """A worker shut down (SIGTERM) fails the try; Airflow retries 5 min later: a plain retry."""
+    rows = [
+        row(1, 11, 0, 40, end_source="listener", reported="up_for_retry", seen=40, terminated_at=at(39)),
+        row(2, 22, 340, 400, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("retry_after_failure",)
+
+
+def test_sigterm_after_its_own_end_is_not_a_stale_stop() -> None:
+    """task_success_overtime SIGTERMs a finished process: its failure before that stays a failure."""
+    rows = [
+        row(1, 11, 0, 40, end_source="listener", reported="up_for_retry", seen=41, terminated_at=at(41)),
+        row(2, 22, 41.5, 60, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("retry_after_failure",)
+
+
+def test_airflows_end_never_lies_before_the_processes_last_sign_of_life() -> None:
+    """A reconcile or scheduler end earlier than a beacon moves to it; the process's own end stays."""
+    for source in ("reconcile", "scheduler"):
+        estimated = row(1, 11, 0, 40, end_source=source, state="failed", seen=46)
+        assert merge_rows(estimated, estimated)["ended_at"] == at(46)
+    own = row(1, 11, 0, 40, end_source="listener", reported="failed", seen=46)
+    assert merge_rows(own, own)["ended_at"] == at(40)

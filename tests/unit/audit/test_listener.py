@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import uuid
 from datetime import datetime, timezone
 from types import SimpleNamespace
@@ -27,15 +29,21 @@ class Recorder:
         self.events.append(event)
         return True
 
+    def note_terminated(self) -> None:
+        self.events.append(AttemptEvent("listener", "sigterm", "", -1, "", 0))
+
 
 @pytest.fixture
 def recorder() -> Any:
     """The listener's writer replaced by a recorder for one test."""
     rec = Recorder()
     listener.set_writer(rec)
-    rec.pid = __import__("os").getpid()
+    rec.pid = os.getpid()
+    handler = signal.getsignal(signal.SIGTERM)
     yield rec
     listener.set_writer(None)
+    signal.signal(signal.SIGTERM, handler)  # the running hook chains its own in front
+    listener._sigterm_chained_in = None
 
 
 def runtime_ti(task: Any, try_number: int = 1) -> Any:
@@ -89,6 +97,20 @@ def test_worker_start_and_success_become_attempt_events(recorder: Recorder) -> N
     assert start.hostname == end.hostname != ""
     assert end.reported_state == "success"
     assert end.ended_at is not None
+
+
+def test_sigterm_reaches_the_writer_then_airflows_own_handler(recorder: Recorder) -> None:
+    """The running hook chains a SIGTERM handler: the writer notes it, on_kill's handler still runs."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+
+    airflow_handler: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: airflow_handler.append(signum))
+    ti = runtime_ti(EmptyOperator(task_id="load"))
+    listener.on_task_instance_running(previous_state=None, task_instance=ti)
+    listener.on_task_instance_running(previous_state=None, task_instance=ti)  # chained once
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert [e.dag_id for e in recorder.events] == ["nightly", "nightly", "sigterm"]
+    assert airflow_handler == [signal.SIGTERM]
 
 
 def test_scheduler_failure_ignores_the_next_attempts_ti_id(recorder: Recorder) -> None:
