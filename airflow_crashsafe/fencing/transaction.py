@@ -27,7 +27,7 @@ from airflow_crashsafe.store.dbapi import Db, connect_target
 from airflow_crashsafe.store.fences import CommittedBy
 from airflow_crashsafe.store.store import Store, open_store
 
-__all__ = ["FencedTransaction", "fenced_transaction"]
+__all__ = ["FencedTransaction", "fenced_out_error", "fenced_transaction", "record_event", "record_skip"]
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +83,14 @@ class FencedTransaction:
         self.db.cancel()
 
 
-def _record(
-    store: Store | None,
+def record_event(
     kind: str,
     slot: Slot,
     target: str,
     attempt: Attempt,
     token: int | None,
     detail: Mapping[str, Any],
+    store: Store | None = None,
 ) -> None:
     """Record an event in the crashsafe store; a store outage never fails the write."""
     try:
@@ -99,7 +99,15 @@ def _record(
         log.warning("crashsafe: could not record %s event for %s", kind, slot.describe(), exc_info=True)
 
 
-def _fenced_out(
+def record_skip(
+    slot: Slot, target: str, attempt: Attempt, committed: CommittedBy, store: Store | None = None
+) -> None:
+    """Record that this attempt found the slot committed and did not redo the work."""
+    detail = {"committed_try": committed.try_number, "committed_ti_id": committed.ti_id}
+    record_event("skipped_committed", slot, target, attempt, None, detail, store)
+
+
+def fenced_out_error(
     db: Db,
     store: Store | None,
     slot: Slot,
@@ -115,8 +123,7 @@ def _fenced_out(
         log.warning("crashsafe: could not count the rejection on the fence row", exc_info=True)
     newest = newest or fences.read_fence(db, slot, target)
     holder = f"try {newest.issued_try} (ti {newest.issued_ti_id})" if newest else "a newer attempt"
-    _record(
-        store,
+    record_event(
         "fenced_out",
         slot,
         target,
@@ -127,6 +134,7 @@ def _fenced_out(
             "newest_token": newest.issued_token if newest else None,
             "newest_try": newest.issued_try if newest else None,
         },
+        store,
     )
     return FencedOut(
         f"Stale attempt {attempt.describe()} of {slot.describe()} (target {target!r}) was fenced "
@@ -171,22 +179,11 @@ def fenced_transaction(
                 target,
                 issue.already_committed.describe(),
             )
-            _record(
-                store,
-                "skipped_committed",
-                slot,
-                target,
-                attempt,
-                None,
-                {
-                    "committed_try": issue.already_committed.try_number,
-                    "committed_ti_id": issue.already_committed.ti_id,
-                },
-            )
+            record_skip(slot, target, attempt, issue.already_committed, store)
             yield FencedTransaction(conn, slot, target, attempt, None, issue.already_committed)
             return
         if issue.token is None:
-            raise _fenced_out(conn, store, slot, target, attempt, None, issue.newer, "start")
+            raise fenced_out_error(conn, store, slot, target, attempt, None, issue.newer, "start")
         token = issue.token
         tx = FencedTransaction(conn, slot, target, attempt, token, None)
         # SQLite has one writer: the body holds the write lock from its start, so a read before
@@ -196,7 +193,7 @@ def fenced_transaction(
             yield tx
             if not fences.commit_token(conn, slot, target, attempt, token):
                 conn.rollback()
-                raise _fenced_out(conn, store, slot, target, attempt, token, None, "commit")
+                raise fenced_out_error(conn, store, slot, target, attempt, token, None, "commit")
             conn.commit()
         except BaseException:
             try:
@@ -211,7 +208,7 @@ def fenced_transaction(
             attempt.describe(),
             token,
         )
-        _record(store, "committed", slot, target, attempt, token, {})
+        record_event("committed", slot, target, attempt, token, {}, store)
     finally:
         if owns_db:
             conn.close()

@@ -13,10 +13,13 @@ for how to write ``schema.table`` and names containing dots); values are always 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.errors import ConfigurationError, PartitionMismatchError
+from airflow_crashsafe.fencing.server_unit import UnitFailure, UnitProgram, render_sql
+from airflow_crashsafe.fencing.server_write import UnitDataError
 from airflow_crashsafe.operators._sql_base import FencedSQLBase, Params, source_columns
 from airflow_crashsafe.sql import checks, statements
 from airflow_crashsafe.sql.introspect import TableInfo, server_version
@@ -31,7 +34,6 @@ __all__ = ["FencedSQLOperator", "NaturalKeyMergeOperator", "PartitionOverwriteOp
 _MERGE_MIN_PG = 150000  # MERGE arrived in PostgreSQL 15
 _PG_TEMP = "pg_temp.crashsafe_merge_src"
 _SQLITE_TEMP = "temp.crashsafe_merge_src"
-_DIVISION_BY_ZERO = "22012"  # what the partition guard raises on a row outside the partition
 
 
 class PartitionOverwriteOperator(FencedSQLBase):
@@ -83,87 +85,90 @@ class PartitionOverwriteOperator(FencedSQLBase):
             checks.check_columns_exist(info, list(partition), "Partition columns")
             return info
 
+        def columns(db: Db, info: TableInfo) -> list[str]:
+            """The source's columns, checked; run only once the slot is known not to be done."""
+            names = _source_columns(db, self.sql, self.parameters)
+            checks.check_columns_exist(info, names, "Source query columns")
+            absent = [c for c in partition if c not in names]
+            if absent:
+                raise ConfigurationError(
+                    f"The source query of {self.task_id!r} does not return the partition column(s) "
+                    f"{absent}; return them (e.g. SELECT %s AS day, ...) so every row can be checked "
+                    "against the partition."
+                )
+            return names
+
         def body(tx: FencedTransaction, info: TableInfo) -> dict[str, Any]:
-            return self._overwrite(tx, table, info, partition)
+            return self._overwrite_sqlite(tx, table, columns(tx.db, info), partition)
 
-        return self._run_fenced(context, table.display(), prepare, body)
+        def unit(program: UnitProgram, db: Db, info: TableInfo) -> None:
+            self._overwrite_unit(program, db, table, columns(db, info), partition)
 
-    def _overwrite(
-        self, tx: FencedTransaction, table: TableName, info: TableInfo, partition: dict[str, Any]
+        try:
+            return self._run_fenced(context, table.display(), prepare, body, unit)
+        except UnitDataError as exc:
+            detail = exc.failure.detail if isinstance(exc.failure.detail, Mapping) else {}
+            raise self._mismatch(int(detail.get("outside", 0)), int(detail.get("total", 0)), table) from None
+
+    def _mismatch(self, outside: int, total: int, table: TableName) -> PartitionMismatchError:
+        return PartitionMismatchError(
+            f"The source query of {self.task_id!r} produced {outside} of {total} row(s) outside "
+            f"the partition {dict(self.partition)} of {table}; nothing was written. Filter the query "
+            "to the partition (WHERE on the same columns and values) or fix the partition argument."
+        )
+
+    def _overwrite_unit(
+        self, program: UnitProgram, db: Db, table: TableName, columns: list[str], partition: dict[str, Any]
+    ) -> None:
+        """PostgreSQL: DELETE the partition, INSERT the source guarded against stray rows."""
+        quoter = Quoter.for_db(db)
+        qtable, qcols = quoter.table(table), quoter.idents(columns)
+
+        def predicate(b: statements.Binder) -> str:
+            return statements.partition_predicate(b, partition, quoter.ident)
+
+        delete = statements.Binder("postgresql", None)
+        delete_sql = statements.delete_partition(qtable, predicate(delete))
+        program.execute(render_sql(db, delete_sql, delete.params()), count_as="deleted")
+        insert = statements.Binder("postgresql", self.parameters)
+        insert_sql = statements.insert_partition_guarded(insert, qtable, qcols, self.sql, predicate)
+        count = statements.Binder("postgresql", self.parameters)
+        count_sql = statements.count_outside_partition(count, self.sql, predicate)
+        program.guarded_execute(
+            render_sql(db, insert_sql, insert.params()),
+            "rows",
+            on_division_by_zero=render_sql(db, count_sql, count.params()),
+            code="CSOUT",
+        )
+
+    def _overwrite_sqlite(
+        self, tx: FencedTransaction, table: TableName, columns: list[str], partition: dict[str, Any]
     ) -> dict[str, Any]:
-        dialect, quoter, cur = tx.db.dialect.name, Quoter.for_db(tx.db), tx.cursor
-        binder = statements.Binder(dialect, self.parameters)
-        cur.execute(statements.describe_source(binder, self.sql), binder.params())
-        columns = source_columns(cur)
-        checks.check_columns_exist(info, columns, "Source query columns")
-        absent = [c for c in partition if c not in columns]
-        if absent:
+        """SQLite: the same overwrite in the client-driven fenced transaction."""
+        if sqlite3.sqlite_version_info < (3, 35, 0):
             raise ConfigurationError(
-                f"The source query of {self.task_id!r} does not return the partition column(s) {absent}; "
-                "return them (e.g. SELECT %s AS day, ...) so every row can be checked against the partition."
+                f"SQLite {sqlite3.sqlite_version} lacks INSERT ... RETURNING, which the partition check "
+                "needs; use Python built with SQLite 3.35 or newer."
             )
+        quoter, cur = Quoter.for_db(tx.db), tx.cursor
         qtable = quoter.table(table)
 
         def predicate(b: statements.Binder) -> str:
             return statements.partition_predicate(b, partition, quoter.ident)
 
-        delete = statements.Binder(dialect, None)
+        delete = statements.Binder("sqlite", None)
         cur.execute(statements.delete_partition(qtable, predicate(delete)), delete.params())
         deleted = max(int(cur.rowcount), 0)
-        qcols = quoter.idents(columns)
-        if tx.db.dialect.is_postgres:
-            inserted, outside = self._insert_guarded(cur, dialect, qtable, qcols, predicate)
-        else:
-            if sqlite3.sqlite_version_info < (3, 35, 0):
-                raise ConfigurationError(
-                    f"SQLite {sqlite3.sqlite_version} lacks INSERT ... RETURNING, which the partition check "
-                    "needs; use Python built with SQLite 3.35 or newer."
-                )
-            binder = statements.Binder(dialect, self.parameters)
-            sql = statements.insert_partition_returning(binder, qtable, qcols, self.sql, predicate)
-            cur.execute(sql, binder.params())
-            flags = cur.fetchall()
-            inserted, outside = len(flags), sum(1 for (flag,) in flags if flag)
+        binder = statements.Binder("sqlite", self.parameters)
+        sql = statements.insert_partition_returning(
+            binder, qtable, quoter.idents(columns), self.sql, predicate
+        )
+        cur.execute(sql, binder.params())
+        flags = cur.fetchall()
+        inserted, outside = len(flags), sum(1 for (flag,) in flags if flag)
         if outside:
-            raise PartitionMismatchError(
-                f"The source query of {self.task_id!r} produced {outside} of {inserted} row(s) outside "
-                f"the partition {partition} of {table}; nothing was written. Filter the query to the "
-                "partition (WHERE on the same columns and values) or fix the partition argument."
-            )
+            raise self._mismatch(outside, inserted, table)
         return {"rows": inserted, "deleted": deleted}
-
-    def _insert_guarded(
-        self,
-        cur: Any,
-        dialect: str,
-        qtable: str,
-        qcols: list[str],
-        predicate: Callable[[statements.Binder], str],
-    ) -> tuple[int, int]:
-        """PostgreSQL: the guarded INSERT under a savepoint; (inserted, 0) or (source rows, outside)."""
-        binder = statements.Binder(dialect, self.parameters)
-        cur.execute("SAVEPOINT crashsafe_overwrite")
-        try:
-            cur.execute(
-                statements.insert_partition_guarded(binder, qtable, qcols, self.sql, predicate),
-                binder.params(),
-            )
-        except Exception as exc:
-            if (getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)) != _DIVISION_BY_ZERO:
-                raise
-            cur.execute("ROLLBACK TO SAVEPOINT crashsafe_overwrite")
-            binder = statements.Binder(dialect, self.parameters)
-            try:
-                cur.execute(statements.count_outside_partition(binder, self.sql, predicate), binder.params())
-                total, outside = (int(v) for v in cur.fetchone())
-            except Exception:
-                raise exc from None  # the query's own division by zero
-            if not outside:
-                raise
-            return total, outside
-        inserted = int(cur.rowcount)
-        cur.execute("RELEASE SAVEPOINT crashsafe_overwrite")
-        return inserted, 0
 
 
 class NaturalKeyMergeOperator(FencedSQLBase):
@@ -217,59 +222,121 @@ class NaturalKeyMergeOperator(FencedSQLBase):
             checks.check_natural_key(info, key, Quoter.for_db(db))
             if update is not None:
                 checks.check_columns_exist(info, update, "update_columns")
-            use_merge = db.dialect.is_postgres and server_version(db) >= _MERGE_MIN_PG
-            return info, use_merge
+            return info, db.dialect.is_postgres and server_version(db) >= _MERGE_MIN_PG
+
+        def plan(db: Db, prepared: tuple[TableInfo, bool]) -> _MergePlan:
+            """Columns checked and quoted; run only once the slot is known not to be done."""
+            info, use_merge = prepared
+            columns = _source_columns(db, self.sql, self.parameters)
+            checks.check_columns_exist(info, columns, "Source query columns")
+            missing = [c for c in [*key, *(update or ())] if c not in columns]
+            if missing:
+                raise ConfigurationError(
+                    f"The source query of {self.task_id!r} does not return {missing}, which the natural "
+                    f"key or update_columns need (it returns {columns})."
+                )
+            quoter = Quoter.for_db(db)
+            return _MergePlan(
+                qtable=quoter.table(table),
+                qcols=quoter.idents(columns),
+                qkey=quoter.idents(key),
+                qupdate=quoter.idents([c for c in columns if c not in key] if update is None else update),
+                use_merge=use_merge,
+            )
 
         def body(tx: FencedTransaction, prepared: tuple[TableInfo, bool]) -> dict[str, Any]:
-            return self._merge(tx, table, prepared[0], key, update, use_merge=prepared[1])
+            return self._merge_sqlite(tx, plan(tx.db, prepared), key)
 
-        return self._run_fenced(context, table.display(), prepare, body)
+        def unit(program: UnitProgram, db: Db, prepared: tuple[TableInfo, bool]) -> None:
+            self._merge_unit(program, db, plan(db, prepared))
 
-    def _merge(
-        self,
-        tx: FencedTransaction,
-        table: TableName,
-        info: TableInfo,
-        key: list[str],
-        update: list[str] | None,
-        *,
-        use_merge: bool,
-    ) -> dict[str, Any]:
-        db, cur, quoter = tx.db, tx.cursor, Quoter.for_db(tx.db)
-        temp = _PG_TEMP if db.dialect.is_postgres else _SQLITE_TEMP
-        if not db.dialect.is_postgres:
-            cur.execute(f"DROP TABLE IF EXISTS {temp}")
-        binder = statements.Binder(db.dialect.name, self.parameters)
-        cur.execute(statements.materialize_source(binder, temp, self.sql), binder.params())
-        cur.execute(f"SELECT * FROM {temp} LIMIT 0")
-        columns = source_columns(cur)
-        checks.check_columns_exist(info, columns, "Source query columns")
-        missing = [c for c in [*key, *(update or ())] if c not in columns]
-        if missing:
-            raise ConfigurationError(
-                f"The source query of {self.task_id!r} does not return {missing}, which the natural key "
-                f"or update_columns need (it returns {columns})."
-            )
-        update = [c for c in columns if c not in key] if update is None else update
-        qkey = quoter.idents(key)
-        nulls_sql, dupes_sql = statements.source_key_problems(temp, qkey)
+        try:
+            return self._run_fenced(context, table.display(), prepare, body, unit)
+        except UnitDataError as exc:
+            raise _source_key_error(key, exc.failure) from None
+
+    def _merge_unit(self, program: UnitProgram, db: Db, plan: _MergePlan) -> None:
+        """PostgreSQL: materialize the source once, check its keys, MERGE (or upsert) it."""
+        binder = statements.Binder("postgresql", self.parameters)
+        materialize = statements.materialize_source(binder, _PG_TEMP, self.sql)
+        program.execute(render_sql(db, materialize, binder.params()))
+        nulls_sql, dupes_sql = statements.source_key_problems(_PG_TEMP, plan.qkey)
+        program.select_into(nulls_sql, "null_rows")
+        program.fail_if_positive(
+            "null_rows", "CSNUL", f"SELECT json_build_object('null_rows', ({nulls_sql}))::text"
+        )
+        program.select_into(f"SELECT count(*) FROM ({dupes_sql}) AS d", "duplicated")
+        program.fail_if_positive(
+            "duplicated", "CSDUP", f"SELECT json_agg(to_json(d))::text FROM ({dupes_sql}) AS d"
+        )
+        program.select_into(f"SELECT count(*) FROM {_PG_TEMP}", "source_rows")
+        if plan.use_merge:
+            sql = statements.merge(plan.qtable, _PG_TEMP, plan.qcols, plan.qkey, plan.qupdate)
+        else:
+            sql = statements.upsert("postgresql", plan.qtable, _PG_TEMP, plan.qcols, plan.qkey, plan.qupdate)
+        program.execute(sql, count_as="rows")
+        program.execute(f"DROP TABLE {_PG_TEMP}")
+        program.result_keys = ["rows", "source_rows"]
+
+    def _merge_sqlite(self, tx: FencedTransaction, plan: _MergePlan, key: list[str]) -> dict[str, Any]:
+        """SQLite: the same checks and upsert in the client-driven fenced transaction."""
+        cur = tx.cursor
+        cur.execute(f"DROP TABLE IF EXISTS {_SQLITE_TEMP}")
+        binder = statements.Binder("sqlite", self.parameters)
+        cur.execute(statements.materialize_source(binder, _SQLITE_TEMP, self.sql), binder.params())
+        nulls_sql, dupes_sql = statements.source_key_problems(_SQLITE_TEMP, plan.qkey)
         cur.execute(nulls_sql)
         null_rows = int(cur.fetchone()[0])
         cur.execute(dupes_sql)
         dupes = cur.fetchall()
         checks.check_source_keys(key, null_rows, [r[:-1] for r in dupes], int(dupes[0][-1]) if dupes else 0)
-        cur.execute(f"SELECT count(*) FROM {temp}")
+        cur.execute(f"SELECT count(*) FROM {_SQLITE_TEMP}")
         source_rows = int(cur.fetchone()[0])
-        qcols, qupdate, qtable = quoter.idents(columns), quoter.idents(update), quoter.table(table)
-        if use_merge:
-            sql = statements.merge(qtable, temp, qcols, qkey, qupdate)
-        else:
-            sql = statements.upsert(db.dialect.name, qtable, temp, qcols, qkey, qupdate)
-        cur.execute(sql)
+        cur.execute(
+            statements.upsert("sqlite", plan.qtable, _SQLITE_TEMP, plan.qcols, plan.qkey, plan.qupdate)
+        )
         changed = max(int(cur.rowcount), 0)
-        if not db.dialect.is_postgres:
-            cur.execute(f"DROP TABLE {temp}")
+        cur.execute(f"DROP TABLE {_SQLITE_TEMP}")
         return {"rows": changed, "source_rows": source_rows}
+
+
+@dataclass(frozen=True)
+class _MergePlan:
+    """What the MERGE needs, quoted, decided before any token is taken."""
+
+    qtable: str
+    qcols: list[str]
+    qkey: list[str]
+    qupdate: list[str]
+    use_merge: bool
+
+
+def _source_columns(db: Db, sql: str, parameters: Params) -> list[str]:
+    """The source query's column names, from a ``LIMIT 0`` run (PostgreSQL does not run its plan)."""
+    binder = statements.Binder(db.dialect.name, parameters)
+    cursor = db.raw.cursor()
+    cursor.execute(statements.describe_source(binder, sql), binder.params())
+    return source_columns(cursor)
+
+
+def _source_key_error(key: list[str], failure: UnitFailure) -> Exception:
+    """The unit's coded key failure as the error the client-driven check raises."""
+    detail = failure.detail
+    if failure.code == "CSNUL":
+        null_rows = int(detail.get("null_rows", 1)) if isinstance(detail, Mapping) else 1
+        return _key_check_error(key, null_rows, [], 0)
+    rows = [d for d in detail if isinstance(d, Mapping)] if isinstance(detail, list) else []
+    dupes = [[*(r.get(k) for k in key), r.get("crashsafe_n")] for r in rows]
+    distinct = int(rows[0].get("crashsafe_keys", len(rows))) if rows else 0
+    return _key_check_error(key, 0, dupes, distinct)
+
+
+def _key_check_error(key: list[str], null_rows: int, dupes: list[list[Any]], distinct: int) -> Exception:
+    try:
+        checks.check_source_keys(key, null_rows, dupes, distinct)
+    except Exception as exc:
+        return exc
+    return ConfigurationError(f"The source query's natural key {key} failed a check it did not name.")
 
 
 class FencedSQLOperator(FencedSQLBase):
@@ -322,13 +389,23 @@ class FencedSQLOperator(FencedSQLBase):
                 rows += max(int(tx.cursor.rowcount), 0)
             return {"rows": rows, "statements": len(stmts)}
 
-        return self._run_fenced(context, str(self.target), lambda db: None, body)
+        def unit(program: UnitProgram, db: Db, _: Any) -> None:
+            fence = {"crashsafe_token": program.token, "crashsafe_try_number": program.try_number}
+            for stmt in stmts:
+                params = self._params_with(stmt, fence, postgres=True)
+                program.execute(render_sql(db, stmt, params), count_as="rows", add=True)
+            program.constants["statements"] = len(stmts)
+
+        return self._run_fenced(context, str(self.target), lambda db: None, body, unit)
 
     def _params_for(self, stmt: str, tx: FencedTransaction) -> Any:
+        return self._params_with(stmt, tx.params, postgres=tx.db.dialect.is_postgres)
+
+    def _params_with(self, stmt: str, fence: Mapping[str, Any], *, postgres: bool) -> Any:
         """The user's mapping merged with the fence's values; a sequence as is."""
         if isinstance(self.parameters, Mapping):
-            return {**self.parameters, **tx.params}
+            return {**self.parameters, **fence}
         if self.parameters is not None:
             return self.parameters
-        marker = "%(crashsafe_" if tx.db.dialect.is_postgres else ":crashsafe_"
-        return dict(tx.params) if marker in stmt else None
+        marker = "%(crashsafe_" if postgres else ":crashsafe_"
+        return dict(fence) if marker in stmt else None

@@ -9,6 +9,7 @@ same row records which attempt committed, so the committed token and attempt liv
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,13 +18,17 @@ from airflow_crashsafe.store.dbapi import Db
 
 __all__ = [
     "FENCE_TABLE",
+    "SLOT_MATCH",
     "CommittedBy",
     "FenceState",
     "Issue",
     "commit_token",
+    "create_tables",
+    "is_missing_table",
     "issue_token",
     "read_fence",
     "record_rejection",
+    "slot_params",
 ]
 
 FENCE_TABLE = "crashsafe_fences"
@@ -54,7 +59,7 @@ CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (
 )""",
 }
 
-_SLOT_MATCH = (
+SLOT_MATCH = (
     "dag_id = %(dag_id)s AND task_id = %(task_id)s AND map_index = %(map_index)s"
     " AND slot_partition = %(slot_partition)s AND target = %(target)s"
 )
@@ -78,14 +83,14 @@ _COMMIT = f"""
 UPDATE {FENCE_TABLE} SET committed_token = %(token)s, committed_try = %(try_number)s,
     committed_ti_id = %(ti_id)s, committed_host = %(hostname)s, committed_pid = %(pid)s,
     committed_clear_number = %(clear_number)s, committed_at = CURRENT_TIMESTAMP
-WHERE {_SLOT_MATCH} AND issued_token = %(token)s"""
+WHERE {SLOT_MATCH} AND issued_token = %(token)s"""
 
-_REJECT = f"UPDATE {FENCE_TABLE} SET rejected_count = rejected_count + 1 WHERE {_SLOT_MATCH}"
+_REJECT = f"UPDATE {FENCE_TABLE} SET rejected_count = rejected_count + 1 WHERE {SLOT_MATCH}"
 
 _READ = f"""
 SELECT issued_token, issued_try, issued_ti_id, committed_token, committed_try, committed_ti_id,
     committed_host, committed_pid, committed_clear_number, committed_at, rejected_count
-FROM {FENCE_TABLE} WHERE {_SLOT_MATCH}"""
+FROM {FENCE_TABLE} WHERE {SLOT_MATCH}"""
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,8 @@ class Issue:
         return self.token is not None
 
 
-def _slot_params(slot: Slot, target: str) -> dict[str, Any]:
+def slot_params(slot: Slot, target: str) -> dict[str, Any]:
+    """The named parameters of :data:`SLOT_MATCH` for (slot, target)."""
     return {
         "dag_id": slot.dag_id,
         "task_id": slot.task_id,
@@ -151,32 +157,39 @@ def _attempt_params(attempt: Attempt) -> dict[str, Any]:
     }
 
 
-def _is_missing_table(exc: Exception) -> bool:
+def is_missing_table(exc: Exception) -> bool:
+    """Whether a database error says a table does not exist (yet)."""
     sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
     return sqlstate == "42P01" or "no such table" in str(exc)
 
 
-def ensure_fence_table(db: Db) -> None:
-    """Create the fence table if needed; concurrent first users do not race."""
+def create_tables(db: Db, ddl: Sequence[str]) -> None:
+    """Run crashsafe's idempotent DDL in the target; concurrent first users do not race."""
     db.begin()
     try:
         if db.dialect.is_postgres:
             db.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _ADVISORY_LOCK_KEY})
-        db.execute(_DDL[db.dialect.name])
+        for statement in ddl:
+            db.execute(statement)
         db.commit()
     except BaseException:
         db.rollback()
         raise
 
 
+def ensure_fence_table(db: Db) -> None:
+    """Create the fence table if needed."""
+    create_tables(db, [_DDL[db.dialect.name]])
+
+
 def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
     """Issue the next token for (slot, target) to ``attempt``, in a transaction of its own."""
-    params = _slot_params(slot, target) | _attempt_params(attempt)
+    params = slot_params(slot, target) | _attempt_params(attempt)
     try:
         # One statement, one round trip: the token is visible to every other attempt at once.
         row = db.execute_alone(_ISSUE, params).fetchone()
     except Exception as exc:
-        if not _is_missing_table(exc):
+        if not is_missing_table(exc):
             raise
         ensure_fence_table(db)
         row = db.execute_alone(_ISSUE, params).fetchone()
@@ -194,7 +207,7 @@ def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
 
 def commit_statement(slot: Slot, target: str, attempt: Attempt, token: int) -> tuple[str, dict[str, Any]]:
     """The fence-commit UPDATE and its parameters, for callers that fold it into a larger statement."""
-    return _COMMIT, _slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
+    return _COMMIT, slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
 
 
 def commit_token(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) -> bool:
@@ -203,7 +216,7 @@ def commit_token(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) 
     True when ``token`` is still the newest issued (the caller then commits); False when a newer
     attempt holds the slot (the caller must roll back).
     """
-    params = _slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
+    params = slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
     return int(db.execute(_COMMIT, params).rowcount) == 1
 
 
@@ -211,7 +224,7 @@ def record_rejection(db: Db, slot: Slot, target: str) -> None:
     """Count a rejected stale write on the fence row, in a transaction of its own."""
     db.begin()
     try:
-        db.execute(_REJECT, _slot_params(slot, target))
+        db.execute(_REJECT, slot_params(slot, target))
         db.commit()
     except BaseException:
         db.rollback()
@@ -220,7 +233,7 @@ def record_rejection(db: Db, slot: Slot, target: str) -> None:
 
 def read_fence(db: Db, slot: Slot, target: str) -> FenceState | None:
     """The fence row for (slot, target), or None before any attempt started work on it."""
-    row = db.execute(_READ, _slot_params(slot, target)).fetchone()
+    row = db.execute(_READ, slot_params(slot, target)).fetchone()
     if row is None:
         return None
     committed = None

@@ -227,14 +227,20 @@ def _wait_for_statement(url: str, fragment: str, timeout: float = 10.0) -> None:
 
 
 def test_zombie_attempt_is_fenced_out(pg_target: SqlTarget) -> None:
-    """Try 1, still in its long INSERT when try 2 starts and commits, is fenced out and leaves no rows."""
+    """Try 1, still in its long INSERT when try 2 (not adopting) starts and commits, is fenced out.
+
+    Try 2's token makes try 1's in-flight unit stale, so try 2 cancels it at once instead of
+    queueing behind it; try 1 reports FencedOut and leaves no rows.
+    """
     _table(pg_target)
-    slow = "SELECT '2024-01-02' AS day, %(tag)s AS region, 1 AS amount FROM pg_sleep(1.5)"
+    slow = "SELECT '2024-01-02' AS day, %(tag)s AS region, 1 AS amount FROM pg_sleep(30)"
     zombie = _op(pg_target, slow, parameters={"tag": "try1"})
     thread, outcome = _run_in_thread(zombie, fake_context(task_id="load_revenue", try_number=1))
-    _wait_for_statement(pg_target.url, "pg_sleep(1.5)")
-    fresh = _op(pg_target, "SELECT '2024-01-02' AS day, 'try2' AS region, 2 AS amount")
+    _wait_for_statement(pg_target.url, "pg_sleep(30)")
+    fresh = _op(pg_target, "SELECT '2024-01-02' AS day, 'try2' AS region, 2 AS amount", adopt_in_flight=False)
+    started = time.monotonic()
     assert fresh.execute(fake_context(task_id="load_revenue", try_number=2))["skipped"] is False
+    assert time.monotonic() - started < 10  # did not wait out the zombie's 30 s
     thread.join(10)
     assert isinstance(outcome.get("error"), FencedOut), outcome
     assert pg_target.rows("SELECT region FROM revenue WHERE day = '2024-01-02'") == [("try2",)]
@@ -242,10 +248,14 @@ def test_zombie_attempt_is_fenced_out(pg_target: SqlTarget) -> None:
 
 
 def test_on_kill_cancels_the_running_statement(pg_target: SqlTarget) -> None:
-    """on_kill from another thread cancels a 30 s source within about a second; nothing commits."""
+    """With on_kill_unit="cancel", on_kill cancels a 30 s source within about a second; nothing commits."""
     _table(pg_target)
     before = pg_target.rows("SELECT * FROM revenue")
-    op = _op(pg_target, "SELECT '2024-01-02' AS day, 'x' AS region, 1 AS amount FROM pg_sleep(30)")
+    op = _op(
+        pg_target,
+        "SELECT '2024-01-02' AS day, 'x' AS region, 1 AS amount FROM pg_sleep(30)",
+        on_kill_unit="cancel",
+    )
     thread, outcome = _run_in_thread(op, fake_context(task_id="load_revenue"))
     _wait_for_statement(pg_target.url, "pg_sleep(30)")
     killed_at = time.monotonic()

@@ -1,0 +1,1 @@
+"""Triggers the crashsafe operators defer to (they run in Airflow's triggerer)."""

@@ -1,0 +1,87 @@
+"""Wait in the triggerer, not on a worker, for a predecessor's server-side unit to end.
+
+A reset re-run that finds its slot's unit still in flight defers with this trigger (issue 7):
+it holds no worker slot while it waits. The trigger polls the unit's advisory lock with
+``pg_try_advisory_xact_lock`` (released again at once: autocommit) until it is free, then fires
+``{"status": "ended"}``; the resumed task reads from the fence row whether the unit committed
+(adopt) or not (redo). Past ``deadline`` it fires ``{"status": "timeout"}`` and the task takes
+the slot over. Database errors are logged and retried until the deadline: a brief outage of the
+warehouse must not fail the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_crashsafe.store.dbapi import Db, connect_target
+
+__all__ = ["UnitEndTrigger"]
+
+_PROBE = "SELECT pg_try_advisory_xact_lock(%(k1)s, %(k2)s)"
+
+
+class UnitEndTrigger(BaseTrigger):
+    """Fires when the unit holding lock (k1, k2) in ``conn_id``'s database ends, or at ``deadline``.
+
+    :param conn_id: Airflow connection of the database the unit writes to.
+    :param lock: the unit's advisory lock key, ``[k1, k2]``.
+    :param deadline: UNIX time after which the waiting attempt takes over.
+    :param poll_interval: seconds between probes.
+    """
+
+    def __init__(self, *, conn_id: str, lock: list[int], deadline: float, poll_interval: float = 2.0) -> None:
+        super().__init__()
+        self.conn_id = conn_id
+        self.lock = [int(v) for v in lock]
+        self.deadline = float(deadline)
+        self.poll_interval = float(poll_interval)
+        self._db: Db | None = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__name__}",
+            {
+                "conn_id": self.conn_id,
+                "lock": self.lock,
+                "deadline": self.deadline,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    def probe(self) -> bool:
+        """True when the lock is free (blocking; runs in a worker thread of the triggerer)."""
+        if self._db is None or self._db.is_broken():
+            self._close()
+            self._db = connect_target(self.conn_id)
+        free = self._db.execute_alone(_PROBE, {"k1": self.lock[0], "k2": self.lock[1]}).fetchone()[0]
+        return bool(free)
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from asgiref.sync import sync_to_async
+
+        probe = sync_to_async(self.probe)
+        try:
+            while True:
+                try:
+                    if await probe():
+                        yield TriggerEvent({"status": "ended"})
+                        return
+                except Exception as exc:  # keep waiting through a warehouse blip
+                    self.log.warning("crashsafe: probing the in-flight unit failed (%s); retrying", exc)
+                    await sync_to_async(self._close)()
+                if time.time() >= self.deadline:
+                    yield TriggerEvent({"status": "timeout"})
+                    return
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            await sync_to_async(self._close)()
