@@ -29,6 +29,7 @@ __all__ = [
     "merge_rows",
     "open_attempts",
     "slot_rows",
+    "task_rows",
     "touch",
 ]
 
@@ -247,6 +248,15 @@ def slot_rows(db: Db, *, since: datetime, dag_id: str | None = None) -> list[dic
         where += " AND dag_id = %(dag_id)s"
         params["dag_id"] = dag_id
     return _select(db, where, params)
+
+
+def task_rows(db: Db, *, dag_id: str, task_id: str, map_index: int) -> list[dict[str, Any]]:
+    """Every row of one task (all its runs): a slot's timeline is among them."""
+    return _select(
+        db,
+        "dag_id = %(dag_id)s AND task_id = %(task_id)s AND map_index = %(map_index)s",
+        {"dag_id": dag_id, "task_id": task_id, "map_index": map_index},
+    )
 
 
 def claim_alert(

@@ -52,6 +52,9 @@ class Overview(BaseModel):
     duplicates_by_risk: dict[str, int]
     fence_rejections: int
     skipped_committed: int
+    pending_classification: int = Field(
+        0, description="task instances whose changes the duplicate counts do not include yet"
+    )
 
 
 class ExecutionOut(BaseModel):
@@ -101,6 +104,9 @@ class DuplicateSlot(BaseModel):
 class DuplicateList(BaseModel):
     total: int
     items: list[DuplicateSlot]
+    pending_classification: int = Field(
+        0, description="task instances whose changes this list does not include yet"
+    )
 
 
 class Timeline(BaseModel):

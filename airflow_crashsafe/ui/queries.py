@@ -1,22 +1,22 @@
 """What the pages and the JSON API show, read from the crashsafe store and filtered per user.
 
-Duplicates are the audit's own: :func:`airflow_crashsafe.audit.cli.find_duplicates` (the
-``duplicates`` command) classifies them; this module only drops what the user may not read and
-shapes the rest. ``allowed`` is always applied before anything is returned.
+Duplicates come from the audit's digest (:mod:`airflow_crashsafe.audit.digest`): the audit's own
+classification, kept in the store and brought up to date incrementally before each read, for at
+most ``REFRESH_BUDGET_SECONDS`` (the rest is reported as pending and caught up by later requests
+or ``airflow-crashsafe audit reconcile``). Reads are bounded, indexed queries; ``allowed`` is
+always applied inside them, before anything is returned.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from airflow_crashsafe.audit import digest
 from airflow_crashsafe.audit.classify import RISKS, Execution, SlotReport, executions_of
-from airflow_crashsafe.audit.cli import find_duplicates
-from airflow_crashsafe.audit.records import slot_rows
+from airflow_crashsafe.audit.records import task_rows
 from airflow_crashsafe.store import Store, ledger
 from airflow_crashsafe.ui.models import (
     DuplicateSlot,
@@ -30,45 +30,25 @@ from airflow_crashsafe.ui.models import (
 from airflow_crashsafe.ui.redact import redact
 
 __all__ = [
-    "CACHE_SECONDS",
-    "clear_cache",
+    "REFRESH_BUDGET_SECONDS",
     "duplicate_slots",
     "fence_counts",
     "fence_events",
     "ledger_entries",
+    "pending_classification",
     "risk_counts",
     "timeline",
     "with_outages",
 ]
 
 FENCE_KINDS = ("fenced_out", "skipped_committed")
-_EVER = timedelta(days=3650)
-#: Classifying 10,000 attempts takes ~0.5 s; the overview, the list and its filters reuse one
-#: classification for this long. Per-user filtering happens after the cache, never inside it.
-CACHE_SECONDS = 15.0
-_cache: dict[tuple[int, float, str | None], tuple[float, list[SlotReport]]] = {}
-_cache_lock = threading.Lock()
+#: The most one request spends catching the digest up (a crash just wrote thousands of attempts).
+REFRESH_BUDGET_SECONDS = 0.3
 
 
-def clear_cache() -> None:
-    """Forget cached classifications (tests and the benchmark's cold runs)."""
-    with _cache_lock:
-        _cache.clear()
-
-
-def _classified(store: Store, since: timedelta, dag_id: str | None) -> list[SlotReport]:
-    key = (id(store), since.total_seconds(), dag_id)
-    now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None and now - hit[0] < CACHE_SECONDS:
-            return hit[1]
-    reports = find_duplicates(store, since=since, dag_id=dag_id)
-    with _cache_lock:
-        for old in [k for k, (at, _) in _cache.items() if now - at >= CACHE_SECONDS]:
-            del _cache[old]
-        _cache[key] = (now, reports)
-    return reports
+def pending_classification(store: Store) -> int:
+    """Catch the digest up (within the budget); how many changed task instances still wait."""
+    return digest.refresh(store, budget_seconds=REFRESH_BUDGET_SECONDS, chunk=250).pending
 
 
 def _execution(e: Execution) -> ExecutionOut:
@@ -104,16 +84,6 @@ def _slot(r: SlotReport) -> DuplicateSlot:
     )
 
 
-def _reports(
-    store: Store, allowed: frozenset[str], *, since: timedelta, dag_id: str | None
-) -> list[SlotReport]:
-    if dag_id is not None and dag_id not in allowed:
-        return []
-    if not allowed:
-        return []
-    return [r for r in _classified(store, since, dag_id) if r.dag_id in allowed]
-
-
 def duplicate_slots(
     store: Store,
     allowed: frozenset[str],
@@ -123,20 +93,19 @@ def duplicate_slots(
     risk: str | None = None,
     limit: int = 100,
 ) -> tuple[int, list[DuplicateSlot]]:
-    """``(total, newest first up to limit)`` duplicates of readable DAGs, optionally one DAG/risk."""
-    reports = [r for r in _reports(store, allowed, since=since, dag_id=dag_id) if risk in (None, r.risk)]
-    reports.sort(key=lambda r: (-RISKS.index(r.risk), -r.executions[0].started_at.timestamp()))
-    return len(reports), [_slot(r) for r in reports[:limit]]
+    """``(total, highest risk and newest first up to limit)`` duplicates of readable DAGs."""
+    if dag_id is not None and dag_id not in allowed:
+        return 0, []
+    total, reports = digest.duplicates(
+        store, allowed, since=datetime.now(timezone.utc) - since, dag_id=dag_id, risk=risk, limit=limit
+    )
+    return total, [_slot(r) for r in reports]
 
 
 def risk_counts(store: Store, allowed: frozenset[str], *, since: timedelta) -> dict[str, int]:
     """Duplicates of readable DAGs by risk, highest risk first, every risk present."""
-    counts = Counter(r.risk for r in _reports(store, allowed, since=since, dag_id=None))
+    counts = digest.risk_counts(store, allowed, since=datetime.now(timezone.utc) - since)
     return {risk: counts.get(risk, 0) for risk in reversed(RISKS)}
-
-
-def _rows_of_slot(rows: Iterable[Mapping[str, Any]], task_id: str, map_index: int) -> list[Mapping[str, Any]]:
-    return [r for r in rows if r["task_id"] == task_id and int(r["map_index"]) == map_index]
 
 
 def _partition_of(rows: Iterable[Mapping[str, Any]], run_id: str) -> str:
@@ -159,10 +128,8 @@ def timeline(
     """One slot's executions (by partition, or by a run of it), or None if unknown or not readable."""
     if dag_id not in allowed or (partition is None and run_id is None):
         return None
-    with store.transaction() as db:
-        rows = _rows_of_slot(
-            slot_rows(db, since=datetime.now(timezone.utc) - _EVER, dag_id=dag_id), task_id, map_index
-        )
+    with store.transaction(immediate=False) as db:
+        rows = task_rows(db, dag_id=dag_id, task_id=task_id, map_index=map_index)
     if partition is None:
         assert run_id is not None
         partition = _partition_of(rows, run_id)
@@ -170,14 +137,7 @@ def timeline(
     mine = [r for r in rows if (runs_of.get(str(r["run_id"])) or str(r["run_id"])) == partition]
     if not mine:
         return None
-    report = next(
-        (
-            r
-            for r in _classified(store, _EVER, dag_id)
-            if (r.task_id, r.map_index, r.partition) == (task_id, map_index, partition)
-        ),
-        None,
-    )
+    report = digest.slot_report(store, (dag_id, task_id, map_index, partition))
     executions = list(report.executions) if report else executions_of(mine)
     if not executions:
         return None

@@ -224,3 +224,44 @@ def test_reconcile_usage_errors(
     code, _, err = run_cli(capsys, *argv)
     assert code == 2
     assert message in err
+
+
+def test_reconcile_fills_ends_and_brings_the_duplicate_digest_up_to_date(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`audit reconcile` reads the tries from the api-server, then the UI's digest holds the slot."""
+    from airflow_crashsafe.audit import digest
+    from tests.support.httpserver import Recorded, Reply, serve
+
+    _seed(store, "nightly", "load", overlap=True)
+    [open_try] = [r for r in _attempt_rows(store) if r["ended_at"] is None]
+
+    def tries(request: Recorded) -> Reply:
+        assert request.path.startswith("/api/v2/dags/nightly/dagRuns/")
+        history = {
+            "try_number": 1,
+            "state": "failed",
+            "hostname": "w1",
+            "pid": 11,
+            "start_date": open_try["started_at"].isoformat(),
+            "end_date": (open_try["started_at"] + timedelta(seconds=60)).isoformat(),
+        }
+        return Reply(body={"task_instances": [history], "total_entries": 1})
+
+    with serve(tries) as server:
+        code, out, _ = run_cli(capsys, "audit", "reconcile", "--api-url", server.url, "--grace", "1s")
+    assert code == 0, out
+    assert "1 ends filled" in out
+    assert "duplicate digest: 1 task instances reclassified" in out
+    assert digest.refresh(store).task_instances == 0
+    _, [slot] = digest.duplicates(store, ["nightly"], since=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    assert slot.kinds == ("overlap", "reset_rerun")
+    assert slot.executions[0].end_source == "reconcile"
+    assert slot.executions[0].ended_at == open_try["last_seen_at"]  # the beacon, not the archive time
+
+
+def _attempt_rows(store: Store) -> list[dict[str, Any]]:
+    from airflow_crashsafe.audit.records import slot_rows
+
+    with store.transaction() as db:
+        return slot_rows(db, since=datetime(2000, 1, 1, tzinfo=timezone.utc))

@@ -27,10 +27,11 @@ Limit = Annotated[int, Query(ge=1, le=5000)]
 def _list(
     store: StoreDep, allowed: ReadableDags, days: int, dag_id: str | None, risk: str | None, limit: int
 ) -> DuplicateList:
+    pending = queries.pending_classification(store)
     total, items = queries.duplicate_slots(
         store, allowed, since=timedelta(days=days), dag_id=dag_id or None, risk=risk or None, limit=limit
     )
-    return DuplicateList(total=total, items=items)
+    return DuplicateList(total=total, items=items, pending_classification=pending)
 
 
 @router.get("/api/duplicates", response_model=DuplicateList)
@@ -67,4 +68,5 @@ def duplicates_page(
         f={"dag_id": dag_id, "risk": risk, "days": days},
         total=found.total,
         items=found.items,
+        pending=found.pending_classification,
     )

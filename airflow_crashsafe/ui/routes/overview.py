@@ -29,6 +29,7 @@ def build_overview(
     now = datetime.now(timezone.utc)
     ok, components = scheduler.health()
     kinds = queries.fence_counts(store, allowed)
+    pending = queries.pending_classification(store)
     return Overview(
         generated_at=now,
         days=days,
@@ -38,6 +39,7 @@ def build_overview(
         duplicates_by_risk=queries.risk_counts(store, allowed, since=timedelta(days=days)),
         fence_rejections=kinds.get("fenced_out", 0),
         skipped_committed=kinds.get("skipped_committed", 0),
+        pending_classification=pending,
     )
 
 

@@ -36,6 +36,7 @@ def find_timeline(
     """The slot's timeline; 404 alike for an unknown slot and for a DAG the user may not read."""
     found = None
     if dag_id in allowed:
+        queries.pending_classification(store)
         found = queries.timeline(
             store,
             allowed,

@@ -8,18 +8,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_crashsafe.ui import EXTERNAL_VIEWS, FASTAPI_APPS, URL_PREFIX, queries
+from airflow_crashsafe.ui import EXTERNAL_VIEWS, FASTAPI_APPS, URL_PREFIX
 from airflow_crashsafe.ui.health import JobSpan
 from tests.unit.ui.conftest import UiHarness
 from tests.unit.ui.crash_records import seed_crash, seed_protection_records
 
 MARKUP = "<b onmouseover=x>load</b>"
-
-
-@pytest.fixture(autouse=True)
-def _no_cached_classification() -> None:
-    """Each test classifies its own store afresh."""
-    queries.clear_cache()
 
 
 @pytest.fixture
