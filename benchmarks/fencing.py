@@ -41,6 +41,7 @@ from airflow_crashsafe.store.store import Store
 from benchmarks.paired import (
     ClusterCpu,
     Comparison,
+    Quiet,
     Summary,
     ci_text,
     load_average,
@@ -329,6 +330,13 @@ def _print_targets(big: int, one: dict[str, Summary], many: dict[str, Summary], 
         f"  {big:,} rows: {pct(fb.ratio)} {ci_text(ratio_ci, pct)}  (target <= {target} %) "
         f"{verdict(fb.ratio, ratio_ci, 1 + target / 100)}"
     )
+    if added_ci:  # the fixed cost measured at 1 row, over plain's time at the big size
+        base = many[FENCED].a_p50 * 1e3
+        print(
+            f"  {big:,} rows, implied by the 1-row fixed cost over plain's p50 ({base:.1f} ms): "
+            f"{f1.added * 1e3 / base * 100:+.2f} % [{added_ci[0] / base * 100:+.2f} %, "
+            f"{added_ci[1] / base * 100:+.2f} %]"
+        )
     if fb.cpu_ratio is not None:
         print(f"  {big:,} rows, server CPU: {pct(fb.cpu_ratio)} {ci_text(fb.cpu_ratio_ci, pct)}")
     print(f"  A/A control at {big:,} rows: {pct(aa.ratio)} {ci_text(aa.ratio_ci, pct)} (should straddle 0)")
@@ -349,7 +357,20 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         default=None,
         help="ABBA pairs per comparison at 100k rows (default 20; more narrows the interval)",
     )
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=0.0,
+        help="seconds each pair may wait for a quiet machine (default 0: do not wait)",
+    )
+    parser.add_argument(
+        "--quiet-cores",
+        type=float,
+        default=0.5,
+        help="quiet means other processes keep fewer than this many cores busy (default 0.5)",
+    )
     args = parser.parse_args(argv)
+    quiet = Quiet(args.quiet_cores, args.quiet_wait) if args.quiet_wait > 0 else None
     pairs_1, pairs_big, big, tp_seconds = (30, 6, 10_000, 1.5) if args.quick else (150, 20, 100_000, 8.0)
     pairs_big = args.big_reps or pairs_big
     from tests.support.postgres import drop_database, make_database
@@ -374,7 +395,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             try:
                 stores = {FENCED: pg_store, "fenced (store: SQLite mem)": mem_store}
                 comps = _overwrite_comparisons(db, 1, {**stores, "fenced (no store event)": null_store})
-                run_pairs(comps, pairs_1, warmup=5, cpu=cpu)
+                run_pairs(comps, pairs_1, warmup=5, cpu=cpu, quiet=quiet)
                 one = _print_paired(1, comps, out, "Partition overwrite")
                 stages = [_stages(db, pg_store, 1, None) for _ in range(pairs_1)]
                 _print_stages(1, stages, _round_trip(db, pairs_1), out)
@@ -382,7 +403,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 comps = _overwrite_comparisons(
                     db, big, {FENCED: pg_store, "fenced (no store event)": null_store}
                 )
-                run_pairs(comps, pairs_big, warmup=1, prepare=fresh, cpu=cpu)
+                run_pairs(comps, pairs_big, warmup=1, prepare=fresh, cpu=cpu, quiet=quiet)
                 many = _print_paired(big, comps, out, "Partition overwrite")
                 stages = [_stages(db, pg_store, big, fresh) for _ in range(max(3, pairs_big // 4))]
                 _print_stages(big, stages, _round_trip(db, pairs_1), out)

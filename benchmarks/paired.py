@@ -9,7 +9,9 @@ confidence interval (the sign test's order statistics). An A/A comparison, made 
 way, shows what the method reads when there is nothing to find.
 
 Server CPU time (``/proc/<pid>/schedstat`` of every process of a local cluster, nanoseconds on the
-CPU) is paired the same way: unlike wall time it does not grow while the server waits for a core.
+CPU) is paired the same way: it leaves out the time the server waits for a core, though a busy
+machine still slows the work itself (shared caches, a busy hyperthread sibling). How busy the rest
+of the machine was is recorded per pair, and ``Quiet`` can hold each pair until it is quiet.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "ClusterCpu",
     "Comparison",
     "Pair",
+    "Quiet",
     "Run",
     "Summary",
     "ci_text",
@@ -117,6 +120,8 @@ class Pair:
 
     a: list[Run] = field(default_factory=list)
     b: list[Run] = field(default_factory=list)
+    #: CPU cores the rest of the machine (not this process, not the cluster) kept busy meanwhile.
+    others: float | None = None
 
     def wall_ratio(self) -> float:
         return sum(r.wall for r in self.b) / sum(r.wall for r in self.a)
@@ -142,6 +147,50 @@ class Comparison:
     pairs: list[Pair] = field(default_factory=list)
 
 
+def _machine_busy() -> float:
+    """CPU seconds every process of the machine has used so far (``/proc/stat``; 0 elsewhere)."""
+    try:
+        ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+@dataclass
+class Quiet:
+    """Before each pair, wait until the rest of the machine keeps fewer than ``cores`` busy
+    (sampled over half a second while we are idle), but no longer than ``wait`` seconds."""
+
+    cores: float
+    wait: float
+
+    def settle(self) -> None:
+        deadline = time.monotonic() + self.wait
+        while True:
+            busy0 = _machine_busy()
+            time.sleep(0.5)
+            if (_machine_busy() - busy0) / 0.5 < self.cores or time.monotonic() >= deadline:
+                return
+
+
+class _OthersMeter:
+    """Cores the rest of the machine kept busy between ``start()`` and ``stop()``."""
+
+    def __init__(self, cpu: ClusterCpu | None) -> None:
+        self.cpu = cpu
+
+    def _sample(self) -> tuple[float, float, float, float]:
+        return time.monotonic(), _machine_busy(), time.process_time(), self.cpu.seconds() if self.cpu else 0.0
+
+    def start(self) -> None:
+        self.t0 = self._sample()
+
+    def stop(self) -> float | None:
+        t1 = self._sample()
+        wall, busy, own, cluster = (b - a for a, b in zip(self.t0, t1, strict=True))
+        return max(0.0, (busy - own - cluster) / wall) if wall > 0 and busy > 0 else None
+
+
 def _timed(step: Step, prepare: Step | None, cpu: ClusterCpu | None) -> Run:
     if prepare is not None:
         prepare()
@@ -161,20 +210,26 @@ def run_pairs(
     warmup: int = 1,
     prepare: Step | None = None,
     cpu: ClusterCpu | None = None,
+    quiet: Quiet | None = None,
 ) -> None:
     """Fill each comparison's ``pairs``: ``warmup`` unrecorded rounds, then ``pairs`` rounds.
 
     A round makes one pair of every comparison, comparisons in a rotating order, ABBA in even
-    rounds and BAAB in odd ones.
+    rounds and BAAB in odd ones; with ``quiet``, each pair waits for a quiet machine first.
     """
+    others = _OthersMeter(cpu)
     for rnd in range(warmup + pairs):
         k = rnd % len(comparisons)
         for comp in comparisons[k:] + comparisons[:k]:
+            if quiet is not None:
+                quiet.settle()
             pair = Pair()
             order = "ABBA" if rnd % 2 == 0 else "BAAB"
+            others.start()
             for arm in order:
                 run = _timed(comp.a if arm == "A" else comp.b, prepare, cpu)
                 (pair.a if arm == "A" else pair.b).append(run)
+            pair.others = others.stop()
             if rnd >= warmup:
                 comp.pairs.append(pair)
 
@@ -212,6 +267,8 @@ class Summary:
     cpu_ratio_ci: tuple[float, float, float] | None
     a_p50: float
     b_p50: float
+    others_p50: float | None
+    ratios: list[float]
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -224,6 +281,8 @@ class Summary:
             "cpu_ratio_ci": list(self.cpu_ratio_ci) if self.cpu_ratio_ci else None,
             "a_p50_ms": self.a_p50 * 1e3,
             "b_p50_ms": self.b_p50 * 1e3,
+            "others_cores_p50": self.others_p50,
+            "ratios": self.ratios,
         }
 
 
@@ -232,6 +291,7 @@ def summarize(comp: Comparison) -> Summary:
     added = [p.wall_added() for p in comp.pairs]
     cpus = [c for c in (p.cpu_ratio() for p in comp.pairs) if c is not None]
     cpus = cpus if len(cpus) == len(comp.pairs) else []
+    busy = [p.others for p in comp.pairs if p.others is not None]
     return Summary(
         n=len(comp.pairs),
         ratio=statistics.median(ratios),
@@ -242,6 +302,8 @@ def summarize(comp: Comparison) -> Summary:
         cpu_ratio_ci=sign_test_ci(cpus) if cpus else None,
         a_p50=statistics.median(r.wall for p in comp.pairs for r in p.a),
         b_p50=statistics.median(r.wall for p in comp.pairs for r in p.b),
+        others_p50=statistics.median(busy) if busy else None,
+        ratios=ratios,
     )
 
 
@@ -260,14 +322,16 @@ def print_table(heading: str, comps: list[Comparison], baseline: str = "plain") 
     print(f"\n## {heading}: {n} ABBA pairs per comparison vs {baseline}, 95 % sign-test CI")
     print(
         f"  {f'B (A = {baseline})':<28}{'B p50 ms':>10}{'A p50 ms':>10}{'B/A p50':>10}  {'CI':<22}"
-        f"{'+ms p50':>9}  {'server CPU B/A [CI]'}"
+        f"{'+ms p50':>9}{'others':>8}  {'server CPU B/A [CI]'}"
     )
     for name, sm in sums.items():
         cpu = f"{pct(sm.cpu_ratio)} {ci_text(sm.cpu_ratio_ci, pct)}" if sm.cpu_ratio is not None else "n/a"
+        others = f"{sm.others_p50:.2f}" if sm.others_p50 is not None else "n/a"
         print(
             f"  {name:<28}{sm.b_p50 * 1e3:>10.3f}{sm.a_p50 * 1e3:>10.3f}{pct(sm.ratio):>10}  "
-            f"{ci_text(sm.ratio_ci, pct):<22}{sm.added * 1e3:>+9.3f}  {cpu}"
+            f"{ci_text(sm.ratio_ci, pct):<22}{sm.added * 1e3:>+9.3f}{others:>8}  {cpu}"
         )
+    print("  (others: cores the rest of the machine kept busy during a pair, median over the pairs)")
     return sums
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from benchmarks.paired import ClusterCpu, Comparison, Pair, Run, run_pairs, sign_test_ci
+from benchmarks.paired import ClusterCpu, Comparison, Pair, Quiet, Run, run_pairs, sign_test_ci
 from tests.integration.benchmarks.quick_run import run_quick
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -67,3 +68,16 @@ def test_cluster_cpu_counts_the_server_backends_work(postgres_server_url: str) -
         before = meter.seconds()
         conn.execute("SELECT count(*) FROM generate_series(1, 3000000)").fetchone()
         assert meter.seconds() - before > 0.05
+
+
+def test_quiet_waits_for_a_quiet_machine_but_not_past_its_limit() -> None:
+    """A pair starts at once when the machine is quiet enough, and after ``wait`` seconds when it never is."""
+    start = time.monotonic()
+    Quiet(cores=1000.0, wait=30.0).settle()
+    assert time.monotonic() - start < 5
+    start = time.monotonic()
+    Quiet(cores=-1.0, wait=1.0).settle()
+    assert 1.0 <= time.monotonic() - start < 10
+    comp = Comparison("b", lambda: None, lambda: time.sleep(0.01))
+    run_pairs([comp], 1, warmup=0)
+    assert comp.pairs[0].others is None or comp.pairs[0].others >= 0
