@@ -19,7 +19,7 @@ from airflow_crashsafe.drill.components import wait_until
 from airflow_crashsafe.drill.report import all_broken, inconclusive, render
 from airflow_crashsafe.drill.scenario import Progress, Scenario, ScenarioTimings
 from airflow_crashsafe.drill.session import DrillSession
-from airflow_crashsafe.drill.warehouse import release_loads
+from airflow_crashsafe.drill.work_meter import WorkMeter
 
 __all__ = ["EXIT_BROKEN", "EXIT_DRILL_FAILED", "EXIT_OK", "add_arguments", "run"]
 
@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--work-seconds",
         type=int,
-        default=300,
-        help="longest a load works; the drill ends the work once the restarted scheduler re-ran it",
+        default=90,
+        help="how long each load works in the warehouse (default 90; it must outlive the outage)",
     )
     a("--kill-after", type=float, default=10.0, help="seconds after all loads run before the SIGKILL")
     a("--outage", type=float, default=40.0, help="seconds the scheduler stays down")
@@ -207,6 +207,9 @@ def _run(drill: DrillSession, args: argparse.Namespace, progress: Progress) -> S
     scenario.boot()
     if args.watch_interval > 0:
         _start_watchdog(drill, args)
+    if drill.warehouse_url.startswith("postgres"):
+        # Counts, server-side, every execution of every load (abandoned attempts' included).
+        drill.meter = WorkMeter(drill.warehouse_url).start()
     scenario.trigger({"work_seconds": args.work_seconds})
     scenario.wait_running(expected=running)
     pushes = len(VENDOR_NAMES) * args.payments
@@ -219,15 +222,10 @@ def _run(drill: DrillSession, args: argparse.Namespace, progress: Progress) -> S
     if pushes:
         progress(f"{pushes * len(keys)} payment pushes in flight (the vendors hold them)")
     scenario.crash_and_restart()
-    day = scenario.logical_date[:10]
-    schemas = [DAGS[k][1] for k in keys]
-
-    def release() -> None:
-        release_loads(drill.warehouse_url, schemas, day)
-        vendors.release.set()
-
-    scenario.wait_reset(release=release)
+    scenario.wait_reset(release=vendors.release.set)
     scenario.wait_finished()
+    if drill.meter is not None:
+        drill.work = drill.meter.stop()
     return scenario
 
 
@@ -243,6 +241,7 @@ def _collect(
     drill: DrillSession, scenario: Scenario, args: argparse.Namespace, progress: Progress
 ) -> facts_mod.DrillFacts:
     from airflow_crashsafe.drill.audit_view import audit_facts
+    from airflow_crashsafe.drill.report_work import WorkReport, rerun_starts
     from airflow_crashsafe.drill.vendors import payment_facts
     from airflow_crashsafe.drill.watch import alert_fact
 
@@ -283,6 +282,10 @@ def _collect(
             f"default grace",
             wait_seconds=2 * args.watch_interval + 30,
         )
+    work = None
+    if drill.work is not None:
+        reruns = {k: v for d in sides.values() if d is not None for k, v in rerun_starts(d).items()}
+        work = WorkReport.build(drill.work, {k: DAGS[k][0] for k in drill.keys}, reruns).to_facts()
     progress("report")
     return facts_mod.DrillFacts(
         plain=sides["plain"],
@@ -295,4 +298,5 @@ def _collect(
         payments=payments,
         audit=audit,
         alert=alert,
+        work=work,
     )

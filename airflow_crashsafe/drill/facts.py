@@ -47,7 +47,8 @@ class AttemptFact:
     end: float | None
     log_end: float | None = None
     #: What the attempt's log says about how it ended: "fenced_out", "cancelled" (on_kill),
-    #: "outcome_unknown" (a ledgered call stopped for a person) or None.
+    #: "adopted" (it took over its predecessor's committed unit), "outcome_unknown" (a ledgered
+    #: call stopped for a person) or None.
     outcome: str | None = None
 
     @property
@@ -95,6 +96,8 @@ class DagFacts:
     warehouse: WarehouseFacts
     fences: list[FenceFact] | None = None
     long_task_prefixes: list[str] = field(default_factory=list)
+    #: When the DAG run ended (epoch seconds; None while it runs).
+    run_end: float | None = None
 
     def long_tasks(self) -> list[TaskFact]:
         return [t for t in self.tasks if t.task_id.startswith(tuple(self.long_task_prefixes))]
@@ -116,6 +119,8 @@ class DrillFacts:
     payments: dict[str, list[PaymentFact]] = field(default_factory=dict)
     audit: dict[str, list[AuditFact]] = field(default_factory=dict)
     alert: AlertFact | None = None
+    #: The work meter's server-side account (:class:`~airflow_crashsafe.drill.report_work.WorkReport`).
+    work: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -158,7 +163,9 @@ def _outcome(log_text: str) -> str | None:
         return "outcome_unknown"
     if "FencedOut" in log_text:
         return "fenced_out"
-    if "crashsafe: on_kill" in log_text:
+    if "adopted the work of" in log_text:
+        return "adopted"
+    if "crashsafe: on_kill: cancelling" in log_text:
         return "cancelled"
     return None
 
@@ -261,4 +268,5 @@ def collect_dag_facts(
         warehouse=read_warehouse(warehouse_url, schema, day),
         fences=read_fences(warehouse_url, dag_id, day) if fenced else None,
         long_task_prefixes=long_task_prefixes,
+        run_end=parse_time(run.get("end_date")),
     )

@@ -17,6 +17,7 @@ from airflow_crashsafe.drill.report_parts import (
     payment_rows,
     stopped_for_person,
 )
+from airflow_crashsafe.drill.report_work import WorkReport
 
 __all__ = [
     "all_broken",
@@ -25,7 +26,6 @@ __all__ = [
     "metrics",
     "overlaps",
     "render",
-    "work_redone",
 ]
 
 EPSILON = 0.005  # money is numeric(12, 2)
@@ -38,16 +38,6 @@ def overlaps(task: TaskFact) -> list[float]:
         if old.real_end is not None and new.start is not None and old.real_end > new.start:
             found.append(old.real_end - new.start)
     return found
-
-
-def work_redone(task: TaskFact) -> float:
-    """Seconds of work thrown away: each superseded attempt's run until it was reset or ended."""
-    total = 0.0
-    for old, new in zip(task.attempts, task.attempts[1:], strict=False):
-        end = old.end if old.end is not None else new.start
-        if old.start is not None and end is not None:
-            total += max(0.0, end - old.start)
-    return total
 
 
 def _money(value: float) -> str:
@@ -77,7 +67,7 @@ def _last_try(task: TaskFact | None) -> int | None:
     return max((a.try_number for a in task.attempts), default=None) if task else None
 
 
-def metrics(dag: DagFacts) -> dict[str, str]:
+def metrics(dag: DagFacts, restarted_at: float | None = None) -> dict[str, str]:
     """The report's rows for one DAG, in display order."""
     long = dag.long_tasks()
     reset = [t for t in long if len(t.attempts) >= 2]
@@ -113,7 +103,10 @@ def metrics(dag: DagFacts) -> dict[str, str]:
         )
         if skipped:
             rows["re-runs that found the work committed"] = str(skipped)
-    rows["seconds of work redone"] = f"{sum(work_redone(t) for t in dag.tasks):.0f}"
+        adopted = sum(a.outcome == "adopted" for t in dag.tasks for a in t.attempts)
+        rows["re-runs that adopted in-flight work"] = str(adopted)
+    if restarted_at is not None and dag.run_end is not None:
+        rows["run ended, after the restart"] = f"{dag.run_end - restarted_at:.0f} s"
     return rows
 
 
@@ -184,7 +177,7 @@ def render(facts: DrillFacts) -> str:
     """The side-by-side text report."""
     sides = [("plain operators", "plain", facts.plain), ("crashsafe", "crashsafe", facts.crashsafe)]
     columns = [
-        (title, {**metrics(dag), **payment_rows(facts.payments.get(side, []), dag)})
+        (title, {**metrics(dag, facts.restarted_at), **payment_rows(facts.payments.get(side, []), dag)})
         for title, side, dag in sides
         if dag is not None
     ]
@@ -210,6 +203,9 @@ def render(facts: DrillFacts) -> str:
         for _title, side, dag in sides:
             if dag is not None and side in facts.audit:
                 lines += audit_lines(dag.dag_id, facts.audit[side])
+        lines.append("")
+    if facts.work:
+        lines += WorkReport.from_facts(facts.work).lines()
         lines.append("")
     lines += alert_lines(facts.alert)
     if facts.alert is not None:

@@ -26,6 +26,8 @@ from airflow_crashsafe.drill.components import Component, health, wait_until
 __all__ = ["Api", "Progress", "Scenario", "ScenarioTimings"]
 
 TERMINAL_RUN_STATES = {"success", "failed"}
+#: What the drill boots; the triggerer hosts crashsafe re-runs waiting to adopt in-flight work.
+BOOTED = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
 class Progress:
@@ -121,16 +123,17 @@ class Scenario:
                 raise RuntimeError(f"{component.name} exited:\n{component.tail()}")
 
     def boot(self) -> None:
-        """Start api-server, scheduler and dag-processor; wait until healthy and both DAGs are parsed."""
-        for name in ("api-server", "scheduler", "dag-processor"):
+        """Start the components; wait until they are healthy and both DAGs are parsed."""
+        for name in BOOTED:
             self.start(name)
-        self.progress("booting api-server, scheduler, dag-processor (LocalExecutor)")
+        self.progress(f"booting {', '.join(BOOTED)} (LocalExecutor)")
 
         def healthy() -> bool:
             self._check_alive()
             body: dict[str, Any] = health(self.home.api_url) or {}
             return all(
-                (body.get(part) or {}).get("status") == "healthy" for part in ("scheduler", "dag_processor")
+                (body.get(part) or {}).get("status") == "healthy"
+                for part in ("scheduler", "dag_processor", "triggerer")
             )
 
         wait_until("Airflow to become healthy", healthy, self.timings.boot_timeout)
@@ -197,8 +200,10 @@ class Scenario:
     def wait_reset(self, release: Callable[[], None], timeout: float = 180.0) -> int:
         """Wait until the restarted scheduler reset the interrupted loads and runs them again.
 
-        Then ``release()`` ends the loads' long work: the stale attempts' statements complete (a
-        plain autocommit INSERT commits a second copy) while the new attempts run.
+        Then ``release()`` lets the vendors answer the held payment pushes. The loads' work is not
+        cut short: the stale attempts' statements run to their end (a plain autocommit INSERT
+        commits a second copy) while plain re-runs redo the whole job and crashsafe re-runs wait
+        to adopt it, so the redone work is measured, not truncated.
         """
 
         def rerunning() -> list[dict[str, Any]]:
@@ -218,7 +223,7 @@ class Scenario:
         else:
             self.progress("no reset observed: the loads finished before the scheduler came back")
         release()
-        self.progress("released the loads' long work")
+        self.progress("released the vendors' held payment pushes")
         return count
 
     def wait_finished(self) -> dict[str, str]:

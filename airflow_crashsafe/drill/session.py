@@ -20,6 +20,7 @@ from airflow_crashsafe.drill.scenario import Progress, Scenario
 from airflow_crashsafe.drill.vendors import DrillVendors
 from airflow_crashsafe.drill.warehouse import PostgresCluster, airflow_conn_uri, find_pg_bin, sqlalchemy_url
 from airflow_crashsafe.drill.watch import WatchdogProcess, WebhookReceiver
+from airflow_crashsafe.drill.work_meter import MeterResult, WorkMeter
 
 __all__ = ["COMMANDS", "DrillSession"]
 
@@ -27,6 +28,8 @@ COMMANDS = {
     "api-server": ["api-server"],
     "scheduler": ["scheduler", "--skip-serve-logs"],
     "dag-processor": ["dag-processor"],
+    # Deferred tasks wait here: a crashsafe re-run waiting to adopt its predecessor's unit.
+    "triggerer": ["triggerer", "--skip-serve-logs"],
     "db-migrate": ["db", "migrate"],
 }
 
@@ -54,6 +57,8 @@ class DrillSession:
         self.vendors: DrillVendors | None = None
         self.receiver: WebhookReceiver | None = None
         self.watchdog: WatchdogProcess | None = None
+        self.meter: WorkMeter | None = None
+        self.work: MeterResult | None = None
 
     def warehouse(self) -> tuple[str, dict[str, str], str]:
         """(warehouse URL, connection env vars, metadata URL); starts the throwaway cluster if needed."""
@@ -95,6 +100,8 @@ class DrillSession:
         """SIGKILL every process group started, then every straggler; returns how many are left."""
         if self.watchdog is not None:
             self.watchdog.stop()
+        if self.meter is not None:
+            self.meter.stop()
         for component in scenario.components.values() if scenario else []:
             component.kill_group()
         kill_drill_processes(self.sessions, self.home.airflow_home)

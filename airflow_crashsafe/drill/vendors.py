@@ -2,7 +2,7 @@
 
 Both vendors of :mod:`airflow_crashsafe.testing.vendor` run in the drill's own process on free
 127.0.0.1 ports; tasks reach them through ``AIRFLOW_CONN_CRASHSAFE_VENDOR_*`` connections. Each
-booking is held until the drill releases it (the same release as the loads' ``work_release``), so
+booking is held until the drill releases it, once the restarted scheduler has reset the pushes, so
 every push is in flight when the scheduler dies and still in flight when the restarted scheduler
 resets it — whatever the machine's speed. A held request whose caller was killed is still booked on
 release: the worst case of a real vendor, which acts on what reached it.

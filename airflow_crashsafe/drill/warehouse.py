@@ -191,18 +191,3 @@ class PostgresCluster:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         self.proc = None
-
-
-def release_loads(url: str, schemas: list[str], day: str) -> None:
-    """End the loads' ``long_work()`` for ``day`` (the example DAGs' setup created the tables)."""
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        for schema in schemas:
-            conn.execute(
-                sql.SQL("INSERT INTO {}.work_release (day) VALUES (%s) ON CONFLICT DO NOTHING").format(
-                    sql.Identifier(schema)
-                ),
-                (day,),
-            )

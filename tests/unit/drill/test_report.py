@@ -23,7 +23,6 @@ from airflow_crashsafe.drill.report import (
     metrics,
     overlaps,
     render,
-    work_redone,
 )
 
 T0 = 1_796_004_634.0  # recorded on a real drill (2 regions, 30 s loads, scheduler down 14 s)
@@ -81,12 +80,6 @@ def _facts() -> DrillFacts:
 def test_overlap_uses_the_log_end_not_the_archive_time() -> None:
     """A reset attempt lives on after it is archived: the overlap runs to its log's last write."""
     assert overlaps(_reset_task("t")) == [pytest.approx(7.5)]
-
-
-def test_work_redone_is_the_superseded_attempts_run_until_reset() -> None:
-    """Work redone counts each superseded attempt from its start to its reset."""
-    assert work_redone(_reset_task("t")) == pytest.approx(24.0)
-    assert work_redone(_single("t")) == 0
 
 
 def test_recorded_crashsafe_run_breaks_no_invariant() -> None:
@@ -149,7 +142,30 @@ def test_metrics_side_by_side() -> None:
     assert plain["stale writes rejected"] == "n/a (no fencing)"
     assert safe["stale writes rejected"] == "4"
     assert safe["committed by newest attempt"] == "5/5 fenced writes"
-    assert plain["seconds of work redone"] == "96"
+    assert "re-runs that adopted in-flight work" not in plain
+    assert safe["re-runs that adopted in-flight work"] == "0"
+
+
+def test_metrics_time_the_run_from_the_restart() -> None:
+    """With the restart time known, each side says how long after it its run ended."""
+    plain = _plain()
+    plain.run_end = 1000.0
+    assert metrics(plain, restarted_at=940.0)["run ended, after the restart"] == "60 s"
+    assert "run ended, after the restart" not in metrics(plain)
+
+
+def test_an_adopting_rerun_is_read_from_its_log(tmp_path: Path) -> None:
+    """A re-run whose log says it adopted its predecessor's unit is counted as adopted."""
+    log_dir = tmp_path / "dag_id=d" / "run_id=r" / "task_id=t"
+    log_dir.mkdir(parents=True)
+    (log_dir / "attempt=1.log").write_text('{"event":"crashsafe: on_kill: leaving unit u running"}\n')
+    (log_dir / "attempt=2.log").write_text('{"event":"crashsafe: d.t: adopted the work of try 1"}\n')
+    tries = [
+        {"dag_id": "d", "task_id": "t", "try_number": n, "state": s, "start_date": "2026-11-30T02:07:00Z"}
+        for n, s in ((1, "failed"), (2, "success"))
+    ]
+    first, second = attempts_from_tries(tries, tmp_path)
+    assert (first.outcome, second.outcome) == (None, "adopted")
 
 
 def test_facts_round_trip_through_json() -> None:
