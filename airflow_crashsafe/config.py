@@ -17,6 +17,7 @@ __all__ = [
     "audit_enabled",
     "audit_timeout_seconds",
     "embedded_store_path",
+    "in_flight_wait_seconds",
     "ledger_retention_days",
     "reset_cache",
     "store_conn_id",
@@ -47,6 +48,15 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "integer",
         "example": "30",
         "default": "30",
+        "version_added": "0.1.0",
+    },
+    "in_flight_wait_seconds": {
+        "description": "How long a new attempt waits for an older attempt's external call that the "
+        "ledger shows still in flight (intent recorded, no outcome yet), to adopt its result instead "
+        "of treating the outcome as unknown. Airflow kills a reset attempt within about 10 s.",
+        "type": "float",
+        "example": "15",
+        "default": "15",
         "version_added": "0.1.0",
     },
     "audit_enabled": {
@@ -158,6 +168,12 @@ def ledger_retention_days() -> int:
 
 
 @functools.cache
+def in_flight_wait_seconds() -> float:
+    """The most a new attempt waits for an older attempt's in-flight call, in seconds."""
+    return float(_get("in_flight_wait_seconds"))
+
+
+@functools.cache
 def audit_enabled() -> bool:
     """Whether the audit listener records attempts."""
     return _get("audit_enabled").strip().lower() not in {"false", "0", "no", "off"}
@@ -181,6 +197,7 @@ def reset_cache() -> None:
         store_conn_id,
         embedded_store_path,
         ledger_retention_days,
+        in_flight_wait_seconds,
         audit_enabled,
         audit_timeout_seconds,
         audit_beacon_seconds,

@@ -241,7 +241,7 @@ def _stages(reps: int, start: int, out: dict[str, Any]) -> None:
     """The ledger's steps inside the real execute(), timed by wrapping the functions it calls."""
     from airflow_crashsafe.operators import http
     from airflow_crashsafe.operators.http import IdempotentHttpOperator
-    from airflow_crashsafe.store import fences, ledger, open_store
+    from airflow_crashsafe.store import ledger, open_store
     from airflow_crashsafe.testing import fake_context
 
     operator = IdempotentHttpOperator(
@@ -249,30 +249,25 @@ def _stages(reps: int, start: int, out: dict[str, Any]) -> None:
     )
     samples: list[dict[str, float]] = []
     counts: dict[str, float] = {}
+    claim, begin, send, finish = (
+        "  token + intent: one WITH .. INSERT .. INSERT (claim_new)",
+        "begin_call (token + intent, and its Python)",
+        "record_send (counted by the claim for the first send)",
+        "finish_call (outcome + fence commit, one statement)",
+    )
     for n in range(start, start + reps):
         stage: dict[str, float] = {}
         with (
-            _timed(fences, "issue_token", stage, "issue_token (autocommit INSERT .. RETURNING)"),
-            _timed(http, "begin_call", stage, "begin_call"),
-            _timed(ledger, "claim_new", stage, "  claim: new key, one INSERT .. SELECT .. RETURNING"),
-            _timed(http, "record_send", stage, "record_send (counted by the claim for the first send)"),
-            _timed(http, "finish_call", stage, "finish_call (outcome + fence commit, one statement)"),
+            _timed(http, "begin_call", stage, begin),
+            _timed(ledger, "claim_new", stage, claim),
+            _timed(http, "record_send", stage, send),
+            _timed(http, "finish_call", stage, finish),
             _counted(counts),
         ):
             began = time.perf_counter()
             operator.execute(fake_context(dag_id=DAG_ID, task_id="pay_staged", map_index=n))  # type: ignore[arg-type]
             stage["execute total"] = time.perf_counter() - began
-        claim = stage.pop("begin_call") - stage["issue_token (autocommit INSERT .. RETURNING)"]
-        stage["claim (begin_call minus issue_token)"] = claim
-        ledger_total = sum(
-            stage[k]
-            for k in (
-                "issue_token (autocommit INSERT .. RETURNING)",
-                "claim (begin_call minus issue_token)",
-                "record_send (counted by the claim for the first send)",
-                "finish_call (outcome + fence commit, one statement)",
-            )
-        )
+        ledger_total = stage[begin] + stage[send] + stage[finish]
         stage["=> ledger steps (p50 of per-call sum)"] = ledger_total
         stage["rest: hook + request + response"] = stage["execute total"] - ledger_total
         samples.append(stage)
@@ -292,11 +287,10 @@ def _stages(reps: int, start: int, out: dict[str, Any]) -> None:
     print(f"  {'(one COMMIT of a read-only tx)':<58}{statistics.median(empty_commit) * 1e3:>8.3f}")
     out["round_trip_ms"] = statistics.median(rtt) * 1e3
     order = [
-        "issue_token (autocommit INSERT .. RETURNING)",
-        "claim (begin_call minus issue_token)",
-        "  claim: new key, one INSERT .. SELECT .. RETURNING",
-        "record_send (counted by the claim for the first send)",
-        "finish_call (outcome + fence commit, one statement)",
+        begin,
+        claim,
+        send,
+        finish,
         "=> ledger steps (p50 of per-call sum)",
         "rest: hook + request + response",
         "execute total",

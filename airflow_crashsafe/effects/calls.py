@@ -1,9 +1,11 @@
 """The ledger protocol every external call follows (ARCHITECTURE decisions 4 and 7).
 
 ``begin_call`` takes a fencing token for the call's slot in the crashsafe store (a stale attempt is
-refused before it sends), then, under the ledger row's lock and in the transaction that re-checks
-the token, decides: send (first time, or a resend the user allowed), replay a recorded success, or
-refuse (conflicting payload, or an unknown outcome the user does not want re-sent).
+refused before it sends) and, for a key never seen, records intent in the same statement. Any
+other key is decided under the ledger row's lock, in the transaction that re-checks the token:
+send (a resend the user allowed), replay a recorded success, refuse (conflicting payload, or an
+unknown outcome the user does not want re-sent), or first await an older attempt whose call is
+still in flight and adopt its result (:mod:`airflow_crashsafe.effects.in_flight`).
 ``record_send`` and ``finish_call`` keep the record true as the call proceeds.
 """
 
@@ -16,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from airflow_crashsafe import config
+from airflow_crashsafe.effects.in_flight import InFlightWait
 from airflow_crashsafe.effects.keys import derive_key
 from airflow_crashsafe.errors import ConfigurationError, FencedOut, IdempotencyConflict, OutcomeUnknown
 from airflow_crashsafe.identity import Attempt, Slot, attempt_from_context, current_context, slot_from_context
@@ -24,7 +28,15 @@ from airflow_crashsafe.store import ledger as ledger_sql
 from airflow_crashsafe.store.ledger import LedgerEntry
 from airflow_crashsafe.store.store import Store, open_store
 
-__all__ = ["Call", "UnknownOutcomePolicy", "begin_call", "fingerprint", "finish_call", "record_send"]
+__all__ = [
+    "Call",
+    "UnknownOutcomePolicy",
+    "begin_call",
+    "fingerprint",
+    "finish_call",
+    "record_adoption",
+    "record_send",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +51,8 @@ def fingerprint(request: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class Call:
-    """One external call of one attempt, as the ledger sees it."""
+class _Subject:
+    """Who calls what: the key, its slot and target, the attempt and its fencing token."""
 
     key: str
     slot: Slot
@@ -48,10 +60,17 @@ class Call:
     attempt: Attempt
     token: int | None
     store: Store
+
+
+@dataclass
+class Call(_Subject):
+    """One external call of one attempt, as the ledger sees it."""
+
     action: Literal["send", "replay"]
     entry: LedgerEntry
     resend_of: LedgerEntry | None = None  # the earlier attempt whose outcome was unknown
     first_send_counted: bool = False  # the claim already counted the first send
+    adopted_from: LedgerEntry | None = None  # set when the replayed success was awaited in flight
 
     @property
     def replayed_result(self) -> Any:
@@ -75,8 +94,15 @@ def begin_call(
     on_unknown_outcome: UnknownOutcomePolicy = "fail",
     slot_partition: str | None = None,
     store: Store | None = None,
+    in_flight_wait: float | None = None,
+    holder_lease: float | None = None,
 ) -> Call:
-    """Decide, durably and before anything is sent, what this attempt does about the call."""
+    """Decide, durably and before anything is sent, what this attempt does about the call.
+
+    ``in_flight_wait`` (default ``[crashsafe] in_flight_wait_seconds``) bounds how long an older
+    attempt's call still in flight is awaited; ``holder_lease`` is how long such a holder on another
+    host counts as alive after its last send (default: ``in_flight_wait``).
+    """
     if on_unknown_outcome not in ("resend", "fail"):
         raise ConfigurationError(
             f"on_unknown_outcome must be 'resend' or 'fail', got {on_unknown_outcome!r}."
@@ -86,86 +112,159 @@ def begin_call(
     attempt = attempt_from_context(ctx)
     key = derive_key(slot, target, version)
     store = store or open_store()
-    fence_target = _FENCE_PREFIX + target
-
-    issue = fences.issue_token(store.connection(), slot, fence_target, attempt)
+    request_fingerprint = fingerprint(request)
+    # The common case, a key never seen, in one round trip: token issued and intent recorded.
+    issue, fresh = ledger_sql.claim_new(
+        store.connection(),
+        key=key,
+        slot=slot,
+        target=target,
+        fence_target=_FENCE_PREFIX + target,
+        version=version,
+        fingerprint=request_fingerprint,
+        request=dict(request),
+        attempt=attempt,
+    )
     if issue.newer is not None:
         raise _stale(slot, target, attempt, f"try {issue.newer.issued_try} (ti {issue.newer.issued_ti_id})")
+    if fresh is not None:
+        return Call(key, slot, target, attempt, issue.token, store, "send", fresh, first_send_counted=True)
+    budget = config.in_flight_wait_seconds() if in_flight_wait is None else in_flight_wait
+    waiter = InFlightWait(
+        store, key, attempt, budget=budget, lease=budget if holder_lease is None else holder_lease
+    )
+    ask = _Ask(key, slot, target, attempt, issue.token, store, version, dict(request), request_fingerprint)
+    while True:
+        decided = _decide_locked(ask, on_unknown_outcome, waiter)
+        if isinstance(decided, Call):
+            return decided
+        waiter.wait(decided)  # outside the transaction: the holder must be able to record
 
-    request_fingerprint = fingerprint(request)
-    if issue.token is not None:
-        # The common case, a key never seen, in one round trip; anything else takes the locked path.
-        db = store.connection()
-        with db.autocommit():
-            fresh = ledger_sql.claim_new(
-                db,
-                key=key,
-                slot=slot,
-                target=target,
-                fence_target=fence_target,
-                version=version,
-                fingerprint=request_fingerprint,
-                request=dict(request),
-                attempt=attempt,
-                token=issue.token,
-            )
-        if fresh is not None:
-            return Call(
-                key, slot, target, attempt, issue.token, store, "send", fresh, first_send_counted=True
-            )
 
-    with store.transaction() as db:
-        if issue.token is not None and not ledger_sql.token_is_newest(db, slot, fence_target, issue.token):
+@dataclass
+class _Ask(_Subject):
+    """What one attempt asks of the ledger for one key."""
+
+    version: int
+    request: dict[str, Any]
+    fingerprint: str
+
+
+def _decide_locked(ask: _Ask, policy: UnknownOutcomePolicy, waiter: InFlightWait) -> Call | LedgerEntry:
+    """Under the key's row lock: the Call to make, or the in-flight holder to await first."""
+    key, slot, target, attempt = ask.key, ask.slot, ask.target, ask.attempt
+    with ask.store.transaction() as db:
+        if ask.token is not None and not ledger_sql.token_is_newest(
+            db, slot, _FENCE_PREFIX + target, ask.token
+        ):
             raise _stale(slot, target, attempt, "a newer attempt")
-        before, entry = ledger_sql.claim(
+        found = ledger_sql.in_flight(db, key, lock=True)
+        before = None if found is None else found[0]
+        if found is not None and found[0].fingerprint == ask.fingerprint and waiter.should_wait(*found):
+            return found[0]
+        entry = ledger_sql.claim(
             db,
+            before=before,
             key=key,
             slot=slot,
             target=target,
-            version=version,
-            fingerprint=request_fingerprint,
-            request=dict(request),
+            version=ask.version,
+            fingerprint=ask.fingerprint,
+            request=ask.request,
             attempt=attempt,
-            token=issue.token,
+            token=ask.token,
         )
-        if entry.fingerprint != request_fingerprint:
+        if entry.fingerprint != ask.fingerprint:
             raise IdempotencyConflict(
                 f"Idempotency key {key} ({slot.describe()}, target {target!r}) was first used by "
                 f"{entry.describe_attempt()} with a different payload. Nothing was sent. If the "
                 "change is deliberate, bump version= to send it under a new key."
             )
+        call = Call(key, slot, target, attempt, ask.token, ask.store, "send", entry)
         if entry.state == "succeeded":
             ledger_sql.mark_replayed(db, key)
-            log.info(
-                "crashsafe: %s already succeeded (key %s, %s); replaying its result, not sending.",
-                target,
-                key,
-                entry.describe_attempt(),
-            )
-            return Call(key, slot, target, attempt, issue.token, store, "replay", entry)
-        if before is not None and before.state == "conflict":
-            raise IdempotencyConflict(
-                f"The vendor rejected key {key} for {target!r} as reused with a different payload "
-                f"(HTTP {before.response_status}). Nothing was sent. Bump version= to send under a new key."
-            )
-        resend_of = before if before is not None and before.state in ("intent", "unknown") else None
-        if resend_of is not None and on_unknown_outcome == "fail":
-            raise OutcomeUnknown(
-                f"The outcome of {target!r} (key {key}) is unknown: {resend_of.describe_attempt()} "
-                f"recorded its intent at {resend_of.intent_at} and sent it {resend_of.send_count} "
-                "time(s) but never recorded an answer. Nothing was sent now. Check with the target "
-                f"whether it acted, then run `airflow-crashsafe ledger resolve {key} --succeeded` or "
-                "`--failed` and retry the task; or use on_unknown_outcome='resend' for targets that "
-                "honour idempotency keys."
-            )
-        if resend_of is not None:
-            log.warning(
-                "crashsafe: re-sending %s with the same key %s; %s left its outcome unknown.",
-                target,
-                key,
-                resend_of.describe_attempt(),
-            )
-        return Call(key, slot, target, attempt, issue.token, store, "send", entry, resend_of)
+            call.action = "replay"
+        else:
+            call.resend_of = _unknown_outcome(before, policy, call, waiter)
+    if call.action == "replay":
+        _replayed(call, waiter)
+    return call
+
+
+def _unknown_outcome(
+    before: LedgerEntry | None, policy: UnknownOutcomePolicy, call: Call, waiter: InFlightWait
+) -> LedgerEntry | None:
+    """The earlier attempt whose outcome is unknown (None if none); raises under the 'fail' policy."""
+    key, target = call.key, call.target
+    if before is not None and before.state == "conflict":
+        raise IdempotencyConflict(
+            f"The vendor rejected key {key} for {target!r} as reused with a different payload "
+            f"(HTTP {before.response_status}). Nothing was sent. Bump version= to send under a new key."
+        )
+    if before is None or before.state not in ("intent", "unknown"):
+        return None
+    awaited = ""
+    if waiter.awaited is not None:
+        awaited = f" It was awaited for {waiter.waited_seconds:.1f} s without an answer being recorded."
+    if policy == "fail":
+        raise OutcomeUnknown(
+            f"The outcome of {target!r} (key {key}) is unknown: {before.describe_attempt()} "
+            f"recorded its intent at {before.intent_at} and sent it {before.send_count} "
+            f"time(s) but never recorded an answer.{awaited} Nothing was sent now. Check with the "
+            f"target whether it acted, then run `airflow-crashsafe ledger resolve {key} --succeeded` "
+            "or `--failed` and retry the task; or use on_unknown_outcome='resend' for targets that "
+            "honour idempotency keys."
+        )
+    log.warning(
+        "crashsafe: re-sending %s with the same key %s; %s left its outcome unknown.%s",
+        target,
+        key,
+        before.describe_attempt(),
+        awaited,
+    )
+    return before
+
+
+def _replayed(call: Call, waiter: InFlightWait) -> None:
+    """Say that a recorded success is replayed; one adopted from an awaited attempt is an event."""
+    entry = call.entry
+    holder = waiter.awaited
+    if holder is None or entry.ti_id != holder.ti_id:
+        log.info(
+            "crashsafe: %s already succeeded (key %s, %s); replaying its result, not sending.",
+            call.target,
+            call.key,
+            entry.describe_attempt(),
+        )
+        return
+    call.adopted_from = entry
+    log.info(
+        "crashsafe: %s was in flight in %s; awaited it %.1f s and adopted its result (key %s), not sending.",
+        call.target,
+        entry.describe_attempt(),
+        waiter.waited_seconds,
+        call.key,
+    )
+    record_adoption(
+        call,
+        adopted_try_number=entry.try_number,
+        adopted_ti_id=entry.ti_id,
+        adopted_hostname=entry.hostname,
+        adopted_pid=entry.pid,
+        waited_seconds=round(waiter.waited_seconds, 3),
+    )
+
+
+def record_adoption(call: Call, **detail: Any) -> None:
+    """Record in the store that this attempt adopted an earlier attempt's call instead of making it."""
+    call.store.record_event(
+        "adopted",
+        call.slot,
+        _FENCE_PREFIX + call.target,
+        call.attempt,
+        token=call.token,
+        detail={"key": call.key, **detail},
+    )
 
 
 def record_send(call: Call) -> None:

@@ -53,6 +53,11 @@ class Effect:
     def replayed(self) -> bool:
         return self._call.action == "replay"
 
+    @property
+    def adopted(self) -> bool:
+        """True when the result was awaited from an older attempt that was still in the block."""
+        return self._call.adopted_from is not None
+
     def done(self, result: Any = None) -> None:
         """Record that the effect happened, with a JSON-able result to give back to retries."""
         if self._done:
@@ -74,8 +79,14 @@ def effect(
     version: int = 1,
     slot_partition: str | None = None,
     store: Store | None = None,
+    in_flight_wait: float | None = None,
 ) -> Iterator[Effect]:
-    """Run a side effect at most once per slot and target (see the module docstring)."""
+    """Run a side effect at most once per slot and target (see the module docstring).
+
+    An older attempt still inside the block (intent recorded, no ``done`` yet) is awaited up to
+    ``in_flight_wait`` seconds (default ``[crashsafe] in_flight_wait_seconds``) and its result
+    adopted; after that its outcome is unknown and ``on_unknown_outcome`` decides.
+    """
     call = begin_call(
         target=target,
         request={"payload": payload},
@@ -84,6 +95,7 @@ def effect(
         on_unknown_outcome=on_unknown_outcome,
         slot_partition=slot_partition,
         store=store,
+        in_flight_wait=in_flight_wait,
     )
     handle = Effect(call)
     if call.action == "send":

@@ -13,10 +13,11 @@ import random
 from collections.abc import Mapping
 from typing import Any, Literal
 
-__all__ = ["Answer", "backoff_seconds", "classify", "redact"]
+__all__ = ["MAX_BACKOFF_SECONDS", "Answer", "backoff_seconds", "classify", "redact"]
 
 Answer = Literal["success", "in_progress", "conflict", "refused", "transient"]
 REDACTED = "***"
+MAX_BACKOFF_SECONDS = 30.0
 
 
 def classify(status: int) -> Answer:
@@ -33,7 +34,7 @@ def classify(status: int) -> Answer:
 
 
 def backoff_seconds(
-    attempt: int, *, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None
+    attempt: int, *, base: float = 0.5, cap: float = MAX_BACKOFF_SECONDS, rng: random.Random | None = None
 ) -> float:
     """Full-jitter exponential backoff: uniform in [0, min(cap, base * 2**attempt)]."""
     ceiling = min(cap, base * (2 ** max(0, attempt)))

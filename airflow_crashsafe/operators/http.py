@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
-from airflow_crashsafe.effects.http_policy import backoff_seconds, classify, redact
+from airflow_crashsafe.effects.http_policy import MAX_BACKOFF_SECONDS, backoff_seconds, classify, redact
 from airflow_crashsafe.errors import ConfigurationError, ExternalCallFailed, IdempotencyConflict
 
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ class IdempotentHttpOperator(BaseOperator):
     :param version: bump to send again on purpose under a new key.
     :param max_sends: requests at most per attempt on 5xx / timeouts / connection errors.
     :param in_progress_wait: seconds to keep asking while the target answers 409.
+    :param in_flight_wait: seconds to await an older attempt whose call the ledger shows in flight,
+        to adopt its result; default ``[crashsafe] in_flight_wait_seconds``.
     :param timeout: seconds per request.
     :param backoff_base: first backoff ceiling in seconds (doubling, capped at 30 s, full jitter).
     """
@@ -68,6 +70,7 @@ class IdempotentHttpOperator(BaseOperator):
         version: int = 1,
         max_sends: int = 5,
         in_progress_wait: float = 60.0,
+        in_flight_wait: float | None = None,
         timeout: float = 30.0,
         backoff_base: float = 0.5,
         slot_partition: str | None = None,
@@ -88,6 +91,7 @@ class IdempotentHttpOperator(BaseOperator):
         self.version = version
         self.max_sends = max_sends
         self.in_progress_wait = in_progress_wait
+        self.in_flight_wait = in_flight_wait
         self.timeout = timeout
         self.backoff_base = backoff_base
         self.slot_partition = slot_partition
@@ -116,6 +120,9 @@ class IdempotentHttpOperator(BaseOperator):
             version=self.version,
             on_unknown_outcome=self.on_unknown_outcome,
             slot_partition=self.slot_partition,
+            in_flight_wait=self.in_flight_wait,
+            # An older attempt sends again (a sign of life) at least this often while it runs.
+            holder_lease=self.timeout + MAX_BACKOFF_SECONDS,
         )
         if call.action == "replay":
             self.log.info(

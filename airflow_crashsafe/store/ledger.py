@@ -5,6 +5,11 @@ A row per idempotency key. ``state`` moves ``intent`` → ``succeeded`` | ``fail
 sent the call: its outcome is unknown. The decision about a key is taken under the row's lock, in
 the same transaction that checks the attempt's fencing token, so two overlapping attempts can
 never both be told to send for the first time.
+
+``intent_at`` is the holder's last sign of life: set when an attempt records (or takes over) the
+intent and again before each re-send, so a new attempt can tell a call still in flight from one
+whose caller died (:func:`calls.begin_call <airflow_crashsafe.effects.calls.begin_call>` awaits the
+former).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_crashsafe.identity import Attempt, Slot
+from airflow_crashsafe.store import fences
 from airflow_crashsafe.store.dbapi import Db
 from airflow_crashsafe.store.fences import FENCE_TABLE
 
@@ -24,6 +30,8 @@ __all__ = [
     "claim",
     "claim_new",
     "get_entry",
+    "in_flight",
+    "latest_version",
     "list_entries",
     "prune",
     "record_outcome",
@@ -110,15 +118,18 @@ def token_is_newest(db: Db, slot: Slot, target: str, token: int) -> bool:
         f"SELECT issued_token FROM {FENCE_TABLE} WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s"
         " AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s"
         f" AND target = %(target)s{lock}",
-        {
-            "dag_id": slot.dag_id,
-            "task_id": slot.task_id,
-            "map_index": slot.map_index,
-            "slot_partition": slot.partition,
-            "target": target,
-        },
+        _slot_params(slot) | {"target": target},
     ).fetchone()
     return row is not None and int(row[0]) == token
+
+
+def _slot_params(slot: Slot) -> dict[str, Any]:
+    return {
+        "dag_id": slot.dag_id,
+        "task_id": slot.task_id,
+        "map_index": slot.map_index,
+        "slot_partition": slot.partition,
+    }
 
 
 def get_entry(db: Db, key: str, *, lock: bool = False) -> LedgerEntry | None:
@@ -141,6 +152,7 @@ def _attempt_params(attempt: Attempt, token: int | None) -> dict[str, Any]:
 def claim(
     db: Db,
     *,
+    before: LedgerEntry | None,
     key: str,
     slot: Slot,
     target: str,
@@ -149,14 +161,13 @@ def claim(
     request: dict[str, Any],
     attempt: Attempt,
     token: int | None,
-) -> tuple[LedgerEntry | None, LedgerEntry]:
-    """Inside the caller's transaction: read the key's row (locked) and record this attempt's intent.
+) -> LedgerEntry:
+    """Inside the caller's transaction, after ``get_entry(lock=True)`` gave ``before``: take the key.
 
-    Returns ``(before, after)``: the row as another attempt left it (None for a new key) and as it
-    is now. A row whose fingerprint differs, or whose call succeeded, is returned untouched for the
-    caller to refuse or replay; any other row is taken over by this attempt as ``intent``.
+    Returns the row as it is now. A row whose fingerprint differs, or whose call succeeded, is
+    returned untouched for the caller to refuse or replay; any other row is taken over by this
+    attempt as ``intent`` (a new key is inserted).
     """
-    before = get_entry(db, key, lock=True)
     params = _attempt_params(attempt, token) | {"key": key, "request": json.dumps(request, default=str)}
     if before is None:
         db.execute(
@@ -165,40 +176,46 @@ def claim(
             " VALUES (%(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,"
             " %(version)s, %(fingerprint)s, %(request)s, 'intent', %(run_id)s, %(try_number)s,"
             " %(ti_id)s, %(hostname)s, %(pid)s, %(token)s)",
-            params
-            | {
-                "dag_id": slot.dag_id,
-                "task_id": slot.task_id,
-                "map_index": slot.map_index,
-                "slot_partition": slot.partition,
-                "target": target,
-                "version": version,
-                "fingerprint": fingerprint,
-            },
+            params | _slot_params(slot) | {"target": target, "version": version, "fingerprint": fingerprint},
         )
     elif before.fingerprint == fingerprint and before.state != "succeeded":
         db.execute(
             "UPDATE crashsafe_ledger SET state = 'intent', run_id = %(run_id)s,"
             " try_number = %(try_number)s, ti_id = %(ti_id)s, hostname = %(hostname)s, pid = %(pid)s,"
-            " token = %(token)s, error = NULL WHERE idem_key = %(key)s",
+            f" token = %(token)s, error = NULL, intent_at = {_now(db)} WHERE idem_key = %(key)s",
             params,
         )
+    else:
+        return before
     after = get_entry(db, key)
     assert after is not None
-    return before, after
+    return after
 
 
-_CLAIM_NEW = """
+_INSERT_INTENT = """
 INSERT INTO crashsafe_ledger (idem_key, dag_id, task_id, map_index, slot_partition, target, version,
     fingerprint, request, state, send_count, run_id, try_number, ti_id, hostname, pid, token)
-SELECT %(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s, %(version)s,
-    %(fingerprint)s, %(request)s, 'intent', 1, %(run_id)s, %(try_number)s, %(ti_id)s, %(hostname)s,
-    %(pid)s, %(token)s
-WHERE EXISTS (SELECT 1 FROM {fences} WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s
-    AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s
-    AND target = %(fence_target)s AND issued_token = %(token)s)
+SELECT %(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(call_target)s,
+    %(version)s, %(fingerprint)s, %(request)s, 'intent', 1, %(run_id)s, %(try_number)s, %(ti_id)s,
+    %(hostname)s, %(pid)s, {token}
+{source}
 ON CONFLICT (idem_key) DO NOTHING
-RETURNING {fields}"""
+RETURNING intent_at"""
+
+# PostgreSQL: the fence token is issued (fences.py's rule, verbatim) and a never-seen key claimed
+# with it in one statement. No row back: no token was issued; (token, NULL): the key exists.
+_ISSUE_AND_CLAIM = f"""
+WITH issued AS ({fences._ISSUE}),
+claimed AS ({_INSERT_INTENT.format(token="issued.issued_token", source="FROM issued")})
+SELECT issued.issued_token, claimed.intent_at FROM issued LEFT JOIN claimed ON TRUE"""
+
+# SQLite (no data-modifying CTEs): the token was issued just before; insert only while it is newest.
+_CLAIM_WITH_TOKEN = _INSERT_INTENT.format(
+    token="%(token)s",
+    source=f"WHERE EXISTS (SELECT 1 FROM {FENCE_TABLE} WHERE dag_id = %(dag_id)s"
+    " AND task_id = %(task_id)s AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s"
+    " AND target = %(target)s AND issued_token = %(token)s)",
+)
 
 
 def claim_new(
@@ -212,32 +229,78 @@ def claim_new(
     fingerprint: str,
     request: dict[str, Any],
     attempt: Attempt,
-    token: int,
-) -> LedgerEntry | None:
-    """The common case in one statement: a key never seen, claimed by the newest attempt.
+) -> tuple[fences.Issue, LedgerEntry | None]:
+    """The common case in one round trip: issue the attempt's token and claim a never-seen key.
 
-    Records intent with its first send already counted (the caller sends right after). None when
-    the key exists or ``token`` is no longer the newest: the caller then takes the locked path
-    (:func:`claim`), which says which. Checking the token without the fence row's lock is safe:
-    the ledger row is the unit of mutual exclusion, and a newer attempt that issues its token a
-    moment later finds this intent and treats the call's outcome as unknown, exactly as if it had
-    started after this claim.
+    Autocommitted. Records intent with its first send already counted (the caller sends right
+    after) and returns it; the entry is None when no token was issued (the :class:`Issue` says
+    why) or the key already exists: the caller then takes the locked path (:func:`claim`).
+    Claiming without the fence row's lock is safe: the ledger row is the unit of mutual exclusion,
+    and a newer attempt that issues its token a moment later finds this intent in flight, exactly
+    as if it had started after this claim.
     """
-    sql = _CLAIM_NEW.format(fences=FENCE_TABLE, fields=", ".join(_FIELDS))
-    params = _attempt_params(attempt, token) | {
+    common = _slot_params(slot) | _attempt_params(attempt, None)
+    params = common | {
         "key": key,
-        "dag_id": slot.dag_id,
-        "task_id": slot.task_id,
-        "map_index": slot.map_index,
-        "slot_partition": slot.partition,
-        "target": target,
-        "fence_target": fence_target,
+        "target": fence_target,
+        "call_target": target,
         "version": version,
         "fingerprint": fingerprint,
         "request": json.dumps(request, default=str),
+        "clear_number": attempt.clear_number,
     }
-    row = db.execute(sql, params).fetchone()
-    return None if row is None else _entry(row)
+    if db.dialect.is_postgres:
+        row = _issue_and_claim(db, params)
+        if row is None:
+            return _why_not_issued(db, slot, fence_target, attempt), None
+        token, intent_at = int(row[0]), row[1]
+    else:
+        issue = fences.issue_token(db, slot, fence_target, attempt)
+        if issue.token is None:
+            return issue, None
+        token = issue.token
+        claimed = db.execute_alone(_CLAIM_WITH_TOKEN, params | {"token": token}).fetchone()
+        intent_at = None if claimed is None else claimed[0]
+    if intent_at is None:
+        return fences.Issue(token=token), None
+    entry = LedgerEntry(
+        **common | {"token": token},
+        idem_key=key,
+        target=target,
+        version=version,
+        fingerprint=fingerprint,
+        request=request,
+        state="intent",
+        send_count=1,
+        replay_count=0,
+        response_status=None,
+        result=None,
+        error=None,
+        intent_at=str(intent_at),
+        outcome_at=None,
+    )
+    return fences.Issue(token=token), entry
+
+
+def _issue_and_claim(db: Db, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    try:
+        row: tuple[Any, ...] | None = db.execute_alone(_ISSUE_AND_CLAIM, params).fetchone()
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) != "42P01":  # undefined table: the fence table is lazy
+            raise
+        fences.ensure_fence_table(db)
+        row = db.execute_alone(_ISSUE_AND_CLAIM, params).fetchone()
+    return row
+
+
+def _why_not_issued(db: Db, slot: Slot, fence_target: str, attempt: Attempt) -> fences.Issue:
+    """No token: the slot is committed in this clear generation, or a newer try holds it."""
+    with db.autocommit():
+        state = fences.read_fence(db, slot, fence_target)
+    assert state is not None  # no token issued means the fence row exists
+    if state.committed is not None and state.issued_try <= attempt.try_number:
+        return fences.Issue(token=None, already_committed=state.committed)
+    return fences.Issue(token=None, newer=state)
 
 
 def record_outcome_and_commit(
@@ -266,10 +329,45 @@ def record_outcome_and_commit(
 
 
 def mark_sending(db: Db, key: str) -> None:
-    """Count one more send of the key, just before the request leaves."""
+    """Count one more send of the key just before the request leaves; also a sign of life."""
     db.execute(
-        "UPDATE crashsafe_ledger SET send_count = send_count + 1 WHERE idem_key = %(key)s", {"key": key}
+        f"UPDATE crashsafe_ledger SET send_count = send_count + 1, intent_at = {_now(db)}"
+        " WHERE idem_key = %(key)s",
+        {"key": key},
     )
+
+
+def _now(db: Db) -> str:
+    """The current time in the format of the dialect's ``intent_at`` default (SQLite stores text)."""
+    return "CURRENT_TIMESTAMP" if db.dialect.is_postgres else _SQLITE_NOW
+
+
+_SQLITE_NOW = "strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now')"
+
+
+def in_flight(db: Db, key: str, *, lock: bool = False) -> tuple[LedgerEntry, float] | None:
+    """The key's row and the seconds since its holder's last sign of life, by the store's clock."""
+    age = (
+        "EXTRACT(EPOCH FROM (CURRENT_TIMESTAMP - intent_at))"
+        if db.dialect.is_postgres
+        else "(julianday('now') - julianday(intent_at)) * 86400.0"
+    )
+    suffix = " FOR UPDATE" if lock and db.dialect.is_postgres else ""
+    row = db.execute(
+        f"SELECT {', '.join(_FIELDS)}, {age} FROM crashsafe_ledger WHERE idem_key = %(key)s{suffix}",
+        {"key": key},
+    ).fetchone()
+    return None if row is None else (_entry(row[:-1]), float(row[-1]))
+
+
+def latest_version(db: Db, slot: Slot, target: str) -> int | None:
+    """The highest ``version`` under which ``target`` was called in ``slot``, None if never."""
+    row = db.execute(
+        "SELECT max(version) FROM crashsafe_ledger WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s"
+        " AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s AND target = %(target)s",
+        _slot_params(slot) | {"target": target},
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def mark_replayed(db: Db, key: str) -> None:
