@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="[scheduler] scheduler_health_check_threshold (the outage must exceed it)",
     )
     a(
+        "--watch-threshold",
+        type=int,
+        help="heartbeat age, s, at which the watchdog alerts (default: --health-check-threshold)",
+    )
+    a(
         "--watch-interval",
         type=float,
         default=10.0,
@@ -134,11 +139,15 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
+def _watch_threshold(args: argparse.Namespace) -> int:
+    return int(args.watch_threshold or args.health_check_threshold)
+
+
 def _start_watchdog(drill: DrillSession, args: argparse.Namespace) -> None:
     from airflow_crashsafe.drill.watch import WatchdogProcess, WebhookReceiver
 
     drill.receiver = WebhookReceiver()
-    options = ["--interval", str(args.watch_interval), "--threshold", str(args.health_check_threshold)]
+    options = ["--interval", str(args.watch_interval), "--threshold", str(_watch_threshold(args))]
     drill.watchdog = WatchdogProcess(drill.home.api_url, drill.receiver.url, drill.home.logs, options=options)
     drill.watchdog.start()
     drill.sessions.add(drill.watchdog.pid or -1)
@@ -278,7 +287,7 @@ def _collect(
             drill.receiver,
             crashed_at=scenario.crashed_at,
             restarted_at=scenario.restarted_at,
-            settings=f"poll every {args.watch_interval:g} s, threshold {args.health_check_threshold} s, "
+            settings=f"poll every {args.watch_interval:g} s, threshold {_watch_threshold(args)} s, "
             f"default grace",
             wait_seconds=2 * args.watch_interval + 30,
         )

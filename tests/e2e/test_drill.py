@@ -1,10 +1,10 @@
 """A short crash drill against real Airflow 3.3 components: the plain DAG double-counts, crashsafe is exact.
 
-Boots api-server, scheduler and dag-processor (LocalExecutor, SQLite metadata) with a throwaway
-PostgreSQL warehouse and two local payment vendors, SIGKILLs the scheduler while 8 loads and 4
-payment pushes run and restarts it after the (lowered) health-check threshold, so Airflow resets
-and re-runs every one of them; the watchdog runs beside it and the audit reconciles afterwards.
-About 3 minutes on 2 cores.
+Boots api-server, scheduler, dag-processor and triggerer (LocalExecutor, SQLite metadata) with a
+throwaway PostgreSQL warehouse and two local payment vendors, SIGKILLs the scheduler while 8 loads
+and 4 payment pushes run and restarts it 34 s later, past Airflow's 30 s health-check threshold,
+so Airflow resets and re-runs every one of them; the watchdog runs beside it and the audit
+reconciles afterwards. About 5 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from airflow_crashsafe.drill.warehouse import find_pg_bin
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
-# 4 loads and 2 payment pushes per DAG; each load works 55 s in the warehouse, outliving the crash:
-# SIGKILL 3 s after all run; down 14 s, longer than the lowered health-check threshold (10 s): the
-# restarted scheduler resets every one. The watchdog polls every 2 s with the same 10 s threshold.
+# 4 loads and 2 payment pushes per DAG; each load works 75 s in the warehouse, outliving the crash:
+# SIGKILL 3 s after all run; down 34 s, longer than Airflow's default health-check threshold (30 s):
+# the restarted scheduler resets every one. The watchdog polls every 2 s and pages at 10 s.
 SHORT_DRILL = [
-    *("--regions", "2", "--payments", "1", "--work-seconds", "55", "--kill-after", "3"),
-    *("--health-check-threshold", "10", "--outage", "14", "--watch-interval", "2"),
+    *("--regions", "2", "--payments", "1", "--work-seconds", "75", "--kill-after", "3"),
+    *("--health-check-threshold", "30", "--outage", "34", "--watch-interval", "2", "--watch-threshold", "10"),
 ]
 LOAD_PREFIXES = ("load_revenue_", "append_lines_", "merge_revenue_", "overwrite_lines_")
 
@@ -230,7 +230,7 @@ def test_watchdog_paged_and_resolved(drill: tuple[subprocess.CompletedProcess[st
     """The watchdog beside the drill delivered a scheduler-dead page after the SIGKILL, and the resolve."""
     _, facts = drill
     assert facts.alert is not None
-    # With the lowered 10 s threshold a loaded scheduler may already be "dead" before the kill; the
+    # With the watchdog's low 10 s threshold a loaded scheduler may already be "dead" before the kill; the
     # exact SIGKILL -> page latency is pinned on an idle Airflow in test_watchdog.py.
     assert facts.alert.kill_to_alert is not None or facts.alert.open_at_kill
     assert facts.alert.restart_to_resolve is not None
