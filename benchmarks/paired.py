@@ -158,19 +158,26 @@ def _machine_busy() -> float:
 
 @dataclass
 class Quiet:
-    """Before each pair, wait until the rest of the machine keeps fewer than ``cores`` busy
-    (sampled over half a second while we are idle), but no longer than ``wait`` seconds."""
+    """Before a pair, wait until the rest of the machine keeps fewer than ``cores`` busy (sampled
+    over 0.3 s while we are idle), but no longer than ``wait`` seconds; short pairs are checked
+    once per ``every`` seconds of work, so that the checks do not dominate."""
 
     cores: float
     wait: float
+    every: float = 1.0
+    _last: float = -math.inf
 
     def settle(self) -> None:
-        deadline = time.monotonic() + self.wait
+        now = time.monotonic()
+        if now - self._last < self.every:
+            return
+        deadline = now + self.wait
         while True:
             busy0 = _machine_busy()
-            time.sleep(0.5)
-            if (_machine_busy() - busy0) / 0.5 < self.cores or time.monotonic() >= deadline:
-                return
+            time.sleep(0.3)
+            if (_machine_busy() - busy0) / 0.3 < self.cores or time.monotonic() >= deadline:
+                break
+        self._last = time.monotonic()
 
 
 class _OthersMeter:
