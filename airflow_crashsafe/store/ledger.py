@@ -66,7 +66,8 @@ _FIELDS = (
     "intent_at",
     "outcome_at",
 )
-_SELECT = f"SELECT {', '.join(_FIELDS)} FROM crashsafe_ledger"
+_COLUMNS = ", ".join(_FIELDS)
+_SELECT = f"SELECT {_COLUMNS} FROM crashsafe_ledger"
 
 
 @dataclass(frozen=True)
@@ -200,18 +201,19 @@ SELECT %(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(ca
     %(hostname)s, %(pid)s, {token}
 {source}
 ON CONFLICT (idem_key) DO NOTHING
-RETURNING intent_at"""
+RETURNING {fields}"""
 
 # PostgreSQL: the fence token is issued (fences.py's rule, verbatim) and a never-seen key claimed
 # with it in one statement. No row back: no token was issued; (token, NULL): the key exists.
 _ISSUE_AND_CLAIM = f"""
 WITH issued AS ({fences._ISSUE}),
-claimed AS ({_INSERT_INTENT.format(token="issued.issued_token", source="FROM issued")})
-SELECT issued.issued_token, claimed.intent_at FROM issued LEFT JOIN claimed ON TRUE"""
+claimed AS ({_INSERT_INTENT.format(token="issued.issued_token", source="FROM issued", fields=_COLUMNS)})
+SELECT issued.issued_token, claimed.* FROM issued LEFT JOIN claimed ON TRUE"""
 
 # SQLite (no data-modifying CTEs): the token was issued just before; insert only while it is newest.
 _CLAIM_WITH_TOKEN = _INSERT_INTENT.format(
     token="%(token)s",
+    fields=_COLUMNS,
     source=f"WHERE EXISTS (SELECT 1 FROM {FENCE_TABLE} WHERE dag_id = %(dag_id)s"
     " AND task_id = %(task_id)s AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s"
     " AND target = %(target)s AND issued_token = %(token)s)",
@@ -239,47 +241,31 @@ def claim_new(
     and a newer attempt that issues its token a moment later finds this intent in flight, exactly
     as if it had started after this claim.
     """
-    common = _slot_params(slot) | _attempt_params(attempt, None)
-    params = common | {
-        "key": key,
-        "target": fence_target,
-        "call_target": target,
-        "version": version,
-        "fingerprint": fingerprint,
-        "request": json.dumps(request, default=str),
-        "clear_number": attempt.clear_number,
-    }
+    params = (
+        _slot_params(slot)
+        | _attempt_params(attempt, None)
+        | {
+            "key": key,
+            "target": fence_target,
+            "call_target": target,
+            "version": version,
+            "fingerprint": fingerprint,
+            "request": json.dumps(request, default=str),
+            "clear_number": attempt.clear_number,
+        }
+    )
     if db.dialect.is_postgres:
         row = _issue_and_claim(db, params)
         if row is None:
             return _why_not_issued(db, slot, fence_target, attempt), None
-        token, intent_at = int(row[0]), row[1]
+        token, claimed = int(row[0]), (None if row[1] is None else row[1:])
     else:
         issue = fences.issue_token(db, slot, fence_target, attempt)
         if issue.token is None:
             return issue, None
         token = issue.token
         claimed = db.execute_alone(_CLAIM_WITH_TOKEN, params | {"token": token}).fetchone()
-        intent_at = None if claimed is None else claimed[0]
-    if intent_at is None:
-        return fences.Issue(token=token), None
-    entry = LedgerEntry(
-        **common | {"token": token},
-        idem_key=key,
-        target=target,
-        version=version,
-        fingerprint=fingerprint,
-        request=request,
-        state="intent",
-        send_count=1,
-        replay_count=0,
-        response_status=None,
-        result=None,
-        error=None,
-        intent_at=str(intent_at),
-        outcome_at=None,
-    )
-    return fences.Issue(token=token), entry
+    return fences.Issue(token=token), None if claimed is None else _entry(claimed)
 
 
 def _issue_and_claim(db: Db, params: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -354,7 +340,7 @@ def in_flight(db: Db, key: str, *, lock: bool = False) -> tuple[LedgerEntry, flo
     )
     suffix = " FOR UPDATE" if lock and db.dialect.is_postgres else ""
     row = db.execute(
-        f"SELECT {', '.join(_FIELDS)}, {age} FROM crashsafe_ledger WHERE idem_key = %(key)s{suffix}",
+        f"SELECT {_COLUMNS}, {age} FROM crashsafe_ledger WHERE idem_key = %(key)s{suffix}",
         {"key": key},
     ).fetchone()
     return None if row is None else (_entry(row[:-1]), float(row[-1]))
