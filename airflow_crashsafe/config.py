@@ -13,12 +13,15 @@ from pathlib import Path
 
 __all__ = [
     "OPTIONS",
+    "adopt_in_flight",
+    "adoption_timeout_seconds",
     "audit_beacon_seconds",
     "audit_enabled",
     "audit_timeout_seconds",
     "embedded_store_path",
     "in_flight_wait_seconds",
     "ledger_retention_days",
+    "on_kill_unit",
     "reset_cache",
     "store_conn_id",
 ]
@@ -57,6 +60,32 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "float",
         "example": "15",
         "default": "15",
+        "version_added": "0.1.0",
+    },
+    "adopt_in_flight": {
+        "description": "Whether a crashsafe SQL write that finds its predecessor's unit still running "
+        "server-side (PostgreSQL) waits for it in the triggerer and adopts its commit instead of "
+        "cancelling it and redoing the work. Operators' adopt_in_flight argument overrides it.",
+        "type": "boolean",
+        "example": "True",
+        "default": "True",
+        "version_added": "0.1.0",
+    },
+    "adoption_timeout_seconds": {
+        "description": "How long a re-run waits for its predecessor's in-flight unit before cancelling "
+        "it and taking the slot over. Operators' adoption_timeout argument overrides it.",
+        "type": "float",
+        "example": "21600",
+        "default": "21600",
+        "version_added": "0.1.0",
+    },
+    "on_kill_unit": {
+        "description": "What on_kill does to a crashsafe SQL write running server-side: leave (it "
+        "commits if still the newest attempt, and a re-run adopts it) or cancel. Operators' "
+        "on_kill_unit argument overrides it.",
+        "type": "string",
+        "example": "leave",
+        "default": "leave",
         "version_added": "0.1.0",
     },
     "audit_enabled": {
@@ -174,9 +203,34 @@ def in_flight_wait_seconds() -> float:
 
 
 @functools.cache
+def adopt_in_flight() -> bool:
+    """Whether re-runs adopt a predecessor's in-flight unit by default."""
+    return _truthy(_get("adopt_in_flight"))
+
+
+@functools.cache
+def adoption_timeout_seconds() -> float:
+    """Default wait for an in-flight unit before taking over, in seconds."""
+    return float(_get("adoption_timeout_seconds"))
+
+
+@functools.cache
+def on_kill_unit() -> str:
+    """Default ``on_kill`` policy for a running unit: "leave" or "cancel"."""
+    value = _get("on_kill_unit").strip().lower()
+    if value not in {"leave", "cancel"}:
+        raise ValueError(f"[crashsafe] on_kill_unit = {value!r}: set it to 'leave' or 'cancel'.")
+    return value
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() not in {"false", "0", "no", "off"}
+
+
+@functools.cache
 def audit_enabled() -> bool:
     """Whether the audit listener records attempts."""
-    return _get("audit_enabled").strip().lower() not in {"false", "0", "no", "off"}
+    return _truthy(_get("audit_enabled"))
 
 
 @functools.cache
@@ -198,6 +252,9 @@ def reset_cache() -> None:
         embedded_store_path,
         ledger_retention_days,
         in_flight_wait_seconds,
+        adopt_in_flight,
+        adoption_timeout_seconds,
+        on_kill_unit,
         audit_enabled,
         audit_timeout_seconds,
         audit_beacon_seconds,

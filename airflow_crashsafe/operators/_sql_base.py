@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from airflow.sdk import BaseOperator
 
+from airflow_crashsafe import config
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.fencing import fenced_transaction
 from airflow_crashsafe.fencing.server_unit import UnitProgram
@@ -33,11 +34,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_ADOPTION_TIMEOUT", "ON_KILL_CHOICES", "FencedSQLBase", "Params", "source_columns"]
+__all__ = ["ON_KILL_CHOICES", "FencedSQLBase", "Params", "source_columns"]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
-#: How long a re-run waits for its predecessor's in-flight unit before taking over (seconds).
-DEFAULT_ADOPTION_TIMEOUT = 6 * 3600.0
 ON_KILL_CHOICES = ("leave", "cancel")
 
 
@@ -74,31 +73,41 @@ class FencedSQLBase(BaseOperator):
         *,
         conn_id: str,
         slot_partition: str | None = None,
-        adopt_in_flight: bool = True,
-        adoption_timeout: timedelta | float = DEFAULT_ADOPTION_TIMEOUT,
-        on_kill_unit: str = "leave",
+        adopt_in_flight: bool | None = None,
+        adoption_timeout: timedelta | float | None = None,
+        on_kill_unit: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if on_kill_unit not in ON_KILL_CHOICES:
+        if on_kill_unit is not None and on_kill_unit not in ON_KILL_CHOICES:
             raise ConfigurationError(
                 f"on_kill_unit={on_kill_unit!r} of {kwargs.get('task_id')!r}: "
                 f"choose one of {ON_KILL_CHOICES}."
             )
         self.conn_id = conn_id
         self.slot_partition = slot_partition
+        # None: the [crashsafe] option, read where the task runs (not where the DAG is parsed).
         self.adopt_in_flight = adopt_in_flight
-        self.adoption_timeout = (
-            adoption_timeout.total_seconds()
-            if isinstance(adoption_timeout, timedelta)
-            else float(adoption_timeout)
-        )
+        self.adoption_timeout = adoption_timeout
         self.on_kill_unit = on_kill_unit
+
+    def _adopts(self) -> bool:
+        return config.adopt_in_flight() if self.adopt_in_flight is None else bool(self.adopt_in_flight)
+
+    def _adoption_timeout_seconds(self) -> float:
+        timeout = self.adoption_timeout
+        if timeout is None:
+            return config.adoption_timeout_seconds()
+        return timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+
+    def _leaves_unit_on_kill(self) -> bool:
+        policy = config.on_kill_unit() if self.on_kill_unit is None else self.on_kill_unit
+        return policy == "leave"
 
     def on_kill(self) -> None:
         """Leave a running server-side unit to finish (default) or cancel what is running."""
         unit, tx, db = self._crashsafe_unit, self._crashsafe_tx, self._crashsafe_db
-        if unit is not None and unit.running and self.on_kill_unit == "leave":
+        if unit is not None and unit.running and self._leaves_unit_on_kill():
             log.info(
                 "crashsafe: on_kill: leaving unit %s of %s running server-side; it commits if this "
                 "attempt still holds the newest token, and a re-run adopts it (on_kill_unit='cancel' "
@@ -178,7 +187,7 @@ class FencedSQLBase(BaseOperator):
         slot, attempt = slot_from_context(ctx, self.slot_partition), attempt_from_context(ctx)
         resume = self._crashsafe_resume or {}
         timed_out = resume.get("status") == "timeout"
-        if self.adopt_in_flight and not timed_out:
+        if self._adopts() and not timed_out:
             running = units.in_flight(db, slot, target)
             if running is not None:
                 self._defer_to(slot, target, running, resume.get("deadline"))
@@ -227,7 +236,7 @@ class FencedSQLBase(BaseOperator):
         return {**result, "token": token, "committed_by": attempt.describe(), "skipped": False}
 
     def _defer_to(self, slot: Slot, target: str, running: Unit, deadline: float | None) -> NoReturn:
-        deadline = deadline or time.time() + self.adoption_timeout
+        deadline = deadline or time.time() + self._adoption_timeout_seconds()
         log.info(
             "crashsafe: %s (target %s): the unit of %s is still running server-side (since %s); "
             "waiting in the triggerer to adopt its commit instead of redoing the work (until %s).",

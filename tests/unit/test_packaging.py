@@ -85,7 +85,8 @@ def test_readme_documents_every_option() -> None:
     from airflow_crashsafe.config import OPTIONS
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    rows = {line.split("|")[1].strip(" `"): line for line in readme.splitlines() if line.startswith("| `")}
+    section = readme.split("### `[crashsafe]` options", 1)[1].split("\n#", 1)[0]
+    rows = {line.split("|")[1].strip(" `"): line for line in section.splitlines() if line.startswith("| `")}
     assert set(rows) == set(OPTIONS)
     for name, option in OPTIONS.items():
         assert f"`{option['default']}`" in rows[name] or not option["default"], name

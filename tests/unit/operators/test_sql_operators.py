@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from airflow_crashsafe.errors import ConfigurationError, NondeterministicSourceError
@@ -76,3 +78,48 @@ def test_fenced_sql_without_statements_is_refused() -> None:
     """An empty statement list is refused before connecting."""
     with pytest.raises(ConfigurationError, match="no SQL statements"):
         FencedSQLOperator(task_id="t", conn_id=UNDEFINED, sql=["  "], target="x").execute(fake_context())
+
+
+def test_adoption_settings_default_to_the_crashsafe_options_where_the_task_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unset arguments read [crashsafe] at run time; explicit arguments win; bad values are named."""
+    from airflow_crashsafe import config
+
+    op = PartitionOverwriteOperator(
+        task_id="t", conn_id=UNDEFINED, target_table="x", partition={"d": 1}, sql="S"
+    )
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__ADOPT_IN_FLIGHT", "false")
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__ADOPTION_TIMEOUT_SECONDS", "90")
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__ON_KILL_UNIT", "cancel")
+    config.reset_cache()
+    assert (op._adopts(), op._adoption_timeout_seconds(), op._leaves_unit_on_kill()) == (False, 90.0, False)
+    explicit = PartitionOverwriteOperator(
+        task_id="u",
+        conn_id=UNDEFINED,
+        target_table="x",
+        partition={"d": 1},
+        sql="S",
+        adopt_in_flight=True,
+        adoption_timeout=timedelta(minutes=2),
+        on_kill_unit="leave",
+    )
+    assert (explicit._adopts(), explicit._adoption_timeout_seconds(), explicit._leaves_unit_on_kill()) == (
+        True,
+        120.0,
+        True,
+    )
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__ON_KILL_UNIT", "sometimes")
+    config.reset_cache()
+    with pytest.raises(ValueError, match="'leave' or 'cancel'"):
+        op._leaves_unit_on_kill()
+    config.reset_cache()
+    with pytest.raises(ConfigurationError, match="on_kill_unit='never'"):
+        PartitionOverwriteOperator(
+            task_id="v",
+            conn_id=UNDEFINED,
+            target_table="x",
+            partition={"d": 1},
+            sql="S",
+            on_kill_unit="never",
+        )
