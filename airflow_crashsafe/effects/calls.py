@@ -239,15 +239,16 @@ def _replayed(call: Call, waiter: InFlightWait) -> None:
         return
     call.adopted_from = entry
     log.info(
-        "crashsafe: %s was in flight in %s; awaited it %.1f s and adopted its result (key %s), not sending.",
+        "crashsafe: %s (key %s): adopted the work of %s, whose call was in flight; awaited it %.1f s "
+        "and replayed its result, nothing was sent.",
         call.target,
+        call.key,
         entry.describe_attempt(),
         waiter.waited_seconds,
-        call.key,
     )
     record_adoption(
         call,
-        adopted_try_number=entry.try_number,
+        adopted_try=entry.try_number,
         adopted_ti_id=entry.ti_id,
         adopted_hostname=entry.hostname,
         adopted_pid=entry.pid,

@@ -182,9 +182,22 @@ class CrashsafeResumableJobMixin:
                 call.resend_of.describe_attempt() if call.resend_of else "an earlier attempt",
             )
             return self._crashsafe_submit(call, context)
+        earlier = call.resend_of
+        assert earlier is not None
         finish_call(call, state="succeeded", result={"external_id": found, "found_by_key": True})
-        record_adoption(call, external_id=found, found_by="key")
+        record_adoption(
+            call,
+            adopted_try=earlier.try_number,
+            adopted_ti_id=earlier.ti_id,
+            external_id=found,
+            found_by="key",
+        )
         log.info(
-            "crashsafe: found job %s by key %s; resuming it instead of submitting again.", found, call.key
+            "crashsafe: %s (key %s): adopted the work of %s, which submitted job %s but died before "
+            "recording it; found it by key, nothing was submitted again.",
+            call.target,
+            call.key,
+            earlier.describe_attempt(),
+            found,
         )
         return found

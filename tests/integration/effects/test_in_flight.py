@@ -73,7 +73,7 @@ def test_effect_in_flight_is_awaited_and_its_result_adopted(store: Store) -> Non
     assert fx.result == {"message_id": "m-1"}
     (event,) = store.events(dag_id="payouts", kinds=["adopted"])
     assert event["try_number"] == 2
-    assert event["detail"]["adopted_try_number"] == 1
+    assert event["detail"]["adopted_try"] == 1
     assert event["detail"]["key"] == fx.key
 
 
