@@ -1,23 +1,31 @@
 """The crashsafe UI in a real headless Chromium against a real api-server (one boot for the module).
 
 Logs in through Airflow's own login page, opens "Crash safety" from Airflow's navigation, finds
-the duplicates of a recorded crash inside the plugin's iframe and opens a slot's timeline. Saves
-docs/screenshots/overview.png and timeline.png. Needs Debian's chromium and chromium-driver (never
-downloads a browser) and selenium (a test dependency).
+the duplicates of a recorded crash inside the plugin's iframe and opens a slot's timeline; then
+opens the crashed task instance's page in Airflow and clicks its "Attempts" tab. Saves
+docs/screenshots/overview.png, timeline.png and ti_attempts.png. Needs Debian's chromium and
+chromium-driver (never downloads a browser) and selenium (a test dependency).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
+from airflow_crashsafe.store.store import open_store
 from tests.integration.ui.server import MARKUP_TASK, PASSWORDS, Server, boot
+from tests.unit.ui.crash_records import seed_crash
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -135,3 +143,59 @@ def test_login_nav_duplicates_and_timeline(server: Server, browser: Any) -> None
     assert "overlap" in labels
     browser.switch_to.default_content()
     browser.save_screenshot(str(SCREENSHOTS / "timeline.png"))
+
+
+def _create_run(server: Server, dag_id: str, run_id: str, logical_date: str) -> None:
+    """The crashed run in Airflow's metadata (its DAG stays paused: nothing executes)."""
+    body = json.dumps({"dag_run_id": run_id, "logical_date": logical_date}).encode()
+    request = urllib.request.Request(
+        f"{server.url}/api/v2/dags/{dag_id}/dagRuns",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token('admin')}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            assert resp.status in (200, 201)
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(f"creating {run_id}: HTTP {exc.code} {exc.read()[:500]!r}") from exc
+
+
+def test_task_instance_attempts_tab(server: Server, browser: Any) -> None:
+    """On a crashed task instance's page in Airflow, the "Attempts" tab shows its slot's timeline."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    # Airflow reserves scheduled__ ids for its scheduler: record a crash of a manual run instead.
+    store = open_store(f"sqlite:///{server.home.airflow_home / 'crashsafe.db'}")
+    crash = seed_crash(
+        store,
+        ["alice_nightly"],
+        tasks=1,
+        now=datetime.now(timezone.utc) - timedelta(days=20),
+        run_id="manual__{partition}",
+    )
+    store.close()
+    partition = crash.partitions[0]
+    run_id = f"manual__{partition}"
+    _create_run(server, "alice_nightly", run_id, partition)
+    browser.delete_all_cookies()
+    _login(browser, server, "alice")
+    browser.get(f"{server.url}/dags/alice_nightly/runs/{quote(run_id, safe='')}/tasks/load_0")
+    tab = _wait(
+        browser, ec.element_to_be_clickable((By.XPATH, "//a[.//text()[normalize-space(.)='Attempts']]"))
+    )
+    tab.click()
+    _wait(browser, lambda d: "crashsafe-attempts" in d.current_url)
+    frame = _wait(
+        browser, ec.presence_of_element_located((By.CSS_SELECTOR, "iframe[src*='crashsafe/timeline']"))
+    )
+    assert "run_id=" in str(frame.get_attribute("src"))
+    browser.switch_to.frame(frame)
+    svg = _wait(browser, ec.presence_of_element_located((By.TAG_NAME, "svg")))
+    assert len(svg.find_elements(By.CSS_SELECTOR, "rect[class^='bar-']")) == 2
+    assert "overlap" in svg.text
+    assert "load_0" in browser.find_element(By.TAG_NAME, "h1").text
+    browser.switch_to.default_content()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "ti_attempts.png"))

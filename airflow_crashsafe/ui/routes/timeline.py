@@ -21,6 +21,23 @@ __all__ = ["router"]
 router = APIRouter(tags=["timeline"])
 SchedulerDep = Annotated[SchedulerState, Depends(scheduler_state)]
 NOT_FOUND = "No attempts recorded for this slot."
+#: Airflow 3.3's UI fills ``{MAP_INDEX}`` in a task-instance tab's href only on a mapped task
+#: instance's page; on any other it arrives as written.
+UNFILLED_MAP_INDEX = "{MAP_INDEX}"
+
+
+def _map_index(
+    map_index: Annotated[
+        str, Query(description="the task's map index; -1 (or Airflow's unfilled {MAP_INDEX}): not mapped")
+    ] = "-1",
+) -> int:
+    """The map index, from a number or the placeholder Airflow leaves on an unmapped task's tab."""
+    if map_index == UNFILLED_MAP_INDEX:
+        return -1
+    try:
+        return int(map_index)
+    except ValueError:
+        raise HTTPException(422, f"map_index must be an integer, not {map_index[:40]!r}") from None
 
 
 def find_timeline(
@@ -29,7 +46,7 @@ def find_timeline(
     scheduler: SchedulerDep,
     dag_id: Annotated[str, Query()],
     task_id: Annotated[str, Query()],
-    map_index: Annotated[int, Query()] = -1,
+    map_index: Annotated[int, Depends(_map_index)],
     partition: Annotated[str | None, Query(description="the slot's partition")] = None,
     run_id: Annotated[str | None, Query(description="or a run of the slot (the task-instance tab)")] = None,
 ) -> Timeline:

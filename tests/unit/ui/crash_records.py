@@ -99,8 +99,12 @@ def seed_crash(
     partitions: int = 1,
     now: datetime | None = None,
     task_name: str = "load_{i}",
+    run_id: str = "scheduled__{partition}",
 ) -> Crash:
-    """Record one crash hitting ``tasks`` tasks of each DAG for ``partitions`` dates: 2 attempts each."""
+    """Record one crash hitting ``tasks`` tasks of each DAG for ``partitions`` dates: 2 attempts each.
+
+    ``run_id`` is formatted with the partition (a manual run needs ``manual__{partition}``).
+    """
     now = now or datetime.now(timezone.utc).replace(microsecond=0)
     t0 = now - timedelta(minutes=30)
     crash = Crash(
@@ -116,9 +120,9 @@ def seed_crash(
         for dag in dag_ids:
             for part in crash.partitions:
                 for i in range(tasks):
-                    run_id = f"scheduled__{part}"
+                    run = run_id.format(partition=part)
                     for event in _events(
-                        dag, task_name.format(i=i), run_id, part, t0 + timedelta(seconds=i % 5), crash, n
+                        dag, task_name.format(i=i), run, part, t0 + timedelta(seconds=i % 5), crash, n
                     ):
                         apply_event(db, event)
                     n += 1
@@ -149,6 +153,7 @@ def seed_protection_records(store: Store, dag_id: str, *, task_id: str, marker: 
     with store.transaction() as db:
         ledger.claim(
             db,
+            before=None,
             key=f"key-{dag_id}",
             slot=slot,
             target="payments",

@@ -112,6 +112,19 @@ def test_timeline_shows_overlap_and_outage(crashed: UiHarness) -> None:
     assert "overlap " in html
 
 
+def test_unmapped_task_instance_tab_with_airflows_unfilled_map_index(crashed: UiHarness) -> None:
+    """Airflow leaves {MAP_INDEX} as written on an unmapped task's tab: it means -1; junk is a 422."""
+    run = crashed.get("/api/duplicates").json()["items"][0]["executions"][0]["run_id"]
+    tab = crashed.get(
+        "/timeline", dag_id="alice_nightly", task_id="load_0", run_id=run, map_index="{MAP_INDEX}"
+    )
+    assert tab.status_code == 200
+    assert tab.text.count('<rect class="bar-') == 2
+    junk = crashed.get("/api/timeline", dag_id="alice_nightly", task_id="load_0", run_id=run, map_index="x1")
+    assert junk.status_code == 422
+    assert "map_index must be an integer" in junk.text
+
+
 def test_foreign_timeline_is_a_plain_404(crashed: UiHarness) -> None:
     """bob's slot and a slot that never existed answer alike, so bob's DAG id cannot be probed."""
     part = crashed.get("/api/duplicates").json()["items"][0]["partition"]
