@@ -42,13 +42,14 @@ __all__ = [
 ]
 
 FENCE_KINDS = ("fenced_out", "skipped_committed")
-#: The most one request spends catching the digest up (a crash just wrote thousands of attempts).
+#: The most one request spends catching the digest up (a crash just wrote thousands of attempts),
+#: in chunks of 100 task instances (~0.05 s on SQLite, ~0.2 s on PostgreSQL).
 REFRESH_BUDGET_SECONDS = 0.3
 
 
 def pending_classification(store: Store) -> int:
     """Catch the digest up (within the budget); how many changed task instances still wait."""
-    return digest.refresh(store, budget_seconds=REFRESH_BUDGET_SECONDS, chunk=250).pending
+    return digest.refresh(store, budget_seconds=REFRESH_BUDGET_SECONDS, chunk=100).pending
 
 
 def _execution(e: Execution) -> ExecutionOut:
