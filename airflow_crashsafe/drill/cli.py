@@ -54,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--work-seconds",
         type=int,
-        default=90,
-        help="how long each load works in the warehouse (default 90; it must outlive the outage)",
+        default=150,
+        help="how long each load works in the warehouse (default 150: it must outlive the outage "
+        "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight)",
     )
     a("--kill-after", type=float, default=10.0, help="seconds after all loads run before the SIGKILL")
     a("--outage", type=float, default=40.0, help="seconds the scheduler stays down")

@@ -121,12 +121,13 @@ class WorkReport:
             ("needed s", *(f"{d.needed:.0f}" for _, d in shown)),
             ("redone s", *(f"{d.redone:.0f}" for _, d in shown)),
             ("redone % of needed", *(_pct(d.redone_pct) for _, d in shown)),
-            ("adopted s", *(f"{d.adopted:.0f}" for _, d in shown)),
+            ("taken over s", *(f"{d.adopted:.0f}" for _, d in shown)),
         ]
         lines += _table(totals, "  ")
         lines += [
             "  (needed: each task's longest execution; redone: its other executions;",
-            "   adopted: work in flight when a re-run started, taken over instead of redone)",
+            "   taken over: work in flight when its re-run started, which the re-run did not redo —",
+            "   it adopted the commit, or found it already made)",
         ]
         for _, dag in shown:
             lines += self._task_lines(dag)
@@ -147,10 +148,12 @@ class WorkReport:
         listed = [t for t in dag.tasks if t.executions > 1 or t.adopted > 0]
         adopted = sum(t.adopted > 0 for t in dag.tasks)
         head = f"  {dag.dag_id}: {sum(t.executions > 1 for t in dag.tasks)} of {len(dag.tasks)} tasks"
-        head += " executed more than once" + (f", {adopted} adopted in-flight work" if adopted else "")
+        head += " executed more than once" + (f", {adopted} took over in-flight work" if adopted else "")
         if not listed:
             return [head]
-        rows: list[tuple[str, ...]] = [("task", "runs", "seconds of each run", "needed", "redone", "adopted")]
+        rows: list[tuple[str, ...]] = [
+            ("task", "runs", "seconds of each run", "needed", "redone", "taken over")
+        ]
         rows += [
             (
                 t.task_id,

@@ -44,7 +44,7 @@ def test_totals_are_side_by_side() -> None:
     assert by_name["needed s"].split()[2:] == ["150", "120"]
     assert by_name["redone s"].split()[2:] == ["60", "0"]
     assert by_name["redone % of needed"].split()[4:] == ["40.0", "%", "0.0", "%"]
-    assert by_name["adopted s"].split()[2:] == ["0", "90"]
+    assert by_name["taken over s"].split()[3:] == ["0", "90"]
 
 
 def test_only_tasks_that_ran_twice_or_adopted_are_listed() -> None:
@@ -52,7 +52,9 @@ def test_only_tasks_that_ran_twice_or_adopted_are_listed() -> None:
     text = "\n".join(_report().lines())
     assert "nightly_revenue_plain: 2 of 2 tasks executed more than once" in text
     assert "load_revenue_r01  2     80.0, 40.0" in text
-    assert "nightly_revenue_crashsafe: 0 of 2 tasks executed more than once, 1 adopted in-flight work" in text
+    assert (
+        "nightly_revenue_crashsafe: 0 of 2 tasks executed more than once, 1 took over in-flight work" in text
+    )
     assert "merge_revenue_r01" in text
     assert "overwrite_lines_r01" not in text
     assert "some_other_dag" not in text
