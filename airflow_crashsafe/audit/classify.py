@@ -127,6 +127,28 @@ class SlotReport:
         return (self.dag_id, self.task_id, self.map_index, self.partition)
 
 
+def _join_suspended(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A process that stopped deferred (or rescheduled) and the one that resumed its try are one
+    execution: each suspended process joins the other process of its try that started nearest
+    its stop (keeping that one's host, pid and end)."""
+    from airflow_crashsafe.audit.events import SUSPENDED
+    from airflow_crashsafe.audit.records import merge_rows
+
+    suspended = [r for r in runs if r.get("reported_state") in SUSPENDED]
+    out = [r for r in runs if r.get("reported_state") not in SUSPENDED]
+    if not suspended or not out:
+        return runs
+    for s in suspended:
+        stop = s.get("ended_at") or s["started_at"]
+        i = min(range(len(out)), key=lambda k: abs((out[k]["started_at"] - stop).total_seconds()))
+        joined = merge_rows(out[i], {**s, "hostname": out[i]["hostname"], "pid": out[i]["pid"]})
+        # How it ended is the resumed process's to say (still running: no end yet).
+        joined.update({k: out[i].get(k) for k in ("ended_at", "end_source", "state", "state_source")})
+        joined["reported_state"] = out[i].get("reported_state")
+        out[i] = joined
+    return out
+
+
 def _fold_try(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Rows of one try: those the process itself started are executions; the rest fill them in."""
     from airflow_crashsafe.audit.records import merge_rows
@@ -140,14 +162,14 @@ def _fold_try(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         for r in rest[1:]:
             merged = merge_rows(merged, r)
         return [merged]
-    out: list[Mapping[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for row in real:
         merged = dict(row)
         for other in rest:
             if other.get("hostname") in ("", row.get("hostname")) or len(real) == 1:
                 merged = merge_rows(merged, {**other, "hostname": row["hostname"], "pid": row["pid"]})
         out.append(merged)
-    return out
+    return list(_join_suspended(out))
 
 
 def executions_of(rows: Iterable[Mapping[str, Any]]) -> list[Execution]:

@@ -21,6 +21,7 @@ from airflow_crashsafe.identity import slot_from_context
 
 __all__ = [
     "REPLAY_SAFE_ATTR",
+    "SUSPENDED",
     "AttemptEvent",
     "Source",
     "ended",
@@ -34,6 +35,9 @@ Source = Literal["listener", "scheduler", "reconcile"]
 #: Operator attribute that declares a task replay-safe (see :func:`airflow_crashsafe.audit.replay_safe`).
 REPLAY_SAFE_ATTR = "crashsafe_replay_safe"
 _FINISHED = {"success", "failed", "skipped", "upstream_failed", "removed", "up_for_retry"}
+#: A task process that stops in these states fires no terminal hook; the same try goes on in a
+#: later process (after its trigger fired, or at the sensor's next poke): one execution, two pids.
+SUSPENDED = ("deferred", "up_for_reschedule")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ Where each hook fires (Airflow 3.3): ``on_task_instance_running`` and the termin
 task process on a worker (Task SDK objects); ``on_task_instance_failed`` also in the scheduler
 (executor-reported death, heartbeat timeout) and success/failed/skipped in the api-server (a user
 marking state), with ORM objects. A reset attempt fires nothing: ``audit reconcile`` fills it in.
+A task that defers (or a sensor rescheduled) stops its process with no terminal hook and goes on
+in another process under the same try; ``before_stopping`` records that stop, so the two
+processes are read as one execution, not as one try run twice.
 
 A stale attempt learns it was replaced at its next heartbeat; its supervisor then sends SIGTERM
 (whose handler, installed by the task runner before ``on_task_instance_running``, only calls
@@ -33,6 +36,7 @@ import pluggy
 from airflow_crashsafe import config
 
 __all__ = [
+    "before_stopping",
     "get_writer",
     "on_task_instance_failed",
     "on_task_instance_running",
@@ -49,6 +53,7 @@ hookimpl = pluggy.HookimplMarker("airflow")
 _writer: Any = None
 _writer_lock = threading.Lock()
 _sigterm_chained_in: int | None = None  # the pid whose SIGTERM handler is chained
+_running_ti: tuple[int, Any] | None = None  # (pid, task instance) this task process runs
 
 
 def _enabled() -> bool:
@@ -160,7 +165,9 @@ def on_task_instance_running(previous_state: Any, task_instance: Any) -> None:
     """An attempt started executing (fires once per attempt, in the task process)."""
     from airflow_crashsafe.audit import events
 
+    global _running_ti
     if events.is_worker_ti(task_instance):
+        _running_ti = (os.getpid(), task_instance)
         _record(events.started, task_instance)
         if _enabled():
             _chain_sigterm()
@@ -182,3 +189,20 @@ def on_task_instance_failed(previous_state: Any, task_instance: Any, error: Any)
 def on_task_instance_skipped(previous_state: Any, task_instance: Any) -> None:
     """An attempt ended skipped."""
     _terminal(task_instance, "skipped")
+
+
+@hookimpl
+def before_stopping(component: Any) -> None:
+    """A component stops; in a task process whose task deferred or was rescheduled, record that.
+
+    The task runner calls this after ``finalize()``, whatever the state, with ``ti.state`` set.
+    """
+    from airflow_crashsafe.audit import events
+
+    running = _running_ti
+    if running is None or running[0] != os.getpid():
+        return
+    raw = getattr(running[1], "state", None)
+    state = str(getattr(raw, "value", raw)) if raw is not None else None
+    if state in events.SUSPENDED:
+        _record(events.ended, running[1], state)

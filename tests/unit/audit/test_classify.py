@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_crashsafe.audit.classify import classify, risk_of
+from airflow_crashsafe.audit.classify import classify, executions_of, risk_of
 from airflow_crashsafe.audit.protection import Evidence
 from airflow_crashsafe.audit.records import merge_rows
 
@@ -309,3 +309,49 @@ def test_airflows_end_never_lies_before_the_processes_last_sign_of_life() -> Non
         assert merge_rows(estimated, estimated)["ended_at"] == at(46)
     own = row(1, 11, 0, 40, end_source="listener", reported="failed", seen=46)
     assert merge_rows(own, own)["ended_at"] == at(40)
+
+
+def test_a_deferred_try_resumed_in_another_process_is_one_execution() -> None:
+    """Try 2 defers at 50 (pid 22) and resumes at 120 (pid 33): with try 1 reset, one re-run, not two."""
+    rows = [
+        row(1, 11, 0, seen=47, terminated_at=at(44)),
+        row(2, 22, 41, 50, end_source="listener", reported="deferred", seen=50),
+        row(2, 33, 41, 180, end_source="listener", reported="success", seen=180),
+    ]
+    [report] = classify(rows)
+    assert len(report.executions) == 2
+    assert report.kinds == ("overlap", "reset_rerun")
+    resumed = report.executions[1]
+    assert (resumed.pid, resumed.started_at, resumed.ended_at, resumed.state) == (
+        33,
+        at(41),
+        at(180),
+        "success",
+    )
+
+
+def test_a_rescheduled_sensor_still_poking_has_no_end_yet() -> None:
+    """A sensor rescheduled at 30 (pid 11) pokes again from 90 (pid 12), still running: one open execution."""
+    rows = [
+        row(1, 11, 0, 30, end_source="listener", reported="up_for_reschedule"),
+        row(1, 12, 90, seen=95),
+    ]
+    assert classify(rows) == []
+    [one] = executions_of(rows)
+    assert (one.pid, one.started_at, one.ended_at, one.state, one.alive_until) == (
+        12,
+        at(0),
+        None,
+        None,
+        at(95),
+    )
+
+
+def test_two_processes_of_one_try_without_a_suspension_stay_a_redelivery() -> None:
+    """Only a deferral or a reschedule joins processes: a broker redelivery is still two executions."""
+    rows = [
+        row(1, 11, 0, 30, end_source="listener", reported="success"),
+        row(1, 12, 10, 40, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert "same_try_twice" in report.kinds

@@ -44,6 +44,7 @@ def recorder() -> Any:
     listener.set_writer(None)
     signal.signal(signal.SIGTERM, handler)  # the running hook chains its own in front
     listener._sigterm_chained_in = None
+    listener._running_ti = None
 
 
 def runtime_ti(task: Any, try_number: int = 1) -> Any:
@@ -111,6 +112,22 @@ def test_sigterm_reaches_the_writer_then_airflows_own_handler(recorder: Recorder
     os.kill(os.getpid(), signal.SIGTERM)
     assert [e.dag_id for e in recorder.events] == ["nightly", "nightly", "sigterm"]
     assert airflow_handler == [signal.SIGTERM]
+
+
+def test_a_deferred_task_process_records_its_stop(recorder: Recorder) -> None:
+    """before_stopping after a deferral (no terminal hook) ends this process's part of the try."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk.api.datamodels._generated import TaskInstanceState
+
+    ti = runtime_ti(EmptyOperator(task_id="load"), try_number=2)
+    listener.on_task_instance_running(previous_state=None, task_instance=ti)
+    ti.state = TaskInstanceState.SUCCESS
+    listener.before_stopping(component=None)  # success has its own hook: nothing more here
+    ti.state = TaskInstanceState.DEFERRED
+    listener.before_stopping(component=None)
+    start, stop = recorder.events
+    assert (stop.try_number, stop.pid, stop.reported_state) == (2, start.pid, "deferred")
+    assert stop.ended_at is not None
 
 
 def test_scheduler_failure_ignores_the_next_attempts_ti_id(recorder: Recorder) -> None:
