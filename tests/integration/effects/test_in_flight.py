@@ -146,3 +146,24 @@ def test_holder_that_fails_ends_the_wait_at_once(store: Store) -> None:
     thread.join(10)
     assert isinstance(old["error"], RuntimeError)
     assert time.monotonic() - began < 10
+
+
+def test_each_resend_refreshes_the_holders_sign_of_life(store: Store) -> None:
+    """intent_at moves with every re-send, so a holder on another host stays alive while it retries."""
+    from airflow_crashsafe.effects.calls import begin_call, record_send
+    from airflow_crashsafe.store import ledger
+
+    call = begin_call(target="payouts", request={"amount": 1}, context=ctx(1), store=store)
+    record_send(call)  # the first send: already counted by the claim
+    time.sleep(1.0)
+
+    def age() -> float:
+        db = store.connection()
+        with db.autocommit():
+            found = ledger.in_flight(db, call.key)
+        assert found is not None
+        return found[1]
+
+    assert age() >= 0.9
+    record_send(call)  # a re-send after a 5xx or a 409
+    assert age() < 0.5
