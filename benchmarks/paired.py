@@ -50,12 +50,17 @@ class ClusterCpu:
     """CPU seconds used so far by the processes of one local PostgreSQL cluster (from ``/proc``).
 
     The postmaster's pid is read from ``postmaster.pid``; its children (backends, WAL writer,
-    checkpointer, ...) are found afresh at every reading, so new backends count too. A backend that
-    exits between two readings takes its time with it: keep connections open across a run.
+    checkpointer, ...) are listed again by ``refresh()`` (scanning ``/proc`` takes milliseconds, so
+    not at every reading: ``run_pairs`` refreshes before each pair). A backend that exits between two
+    readings takes its time with it: keep connections open across a run.
     """
 
     def __init__(self, datadir: Path) -> None:
         self.postmaster = int((datadir / "postmaster.pid").read_text().split("\n", 1)[0])
+        self.pids = self._pids()
+
+    def refresh(self) -> None:
+        self.pids = self._pids()
 
     @staticmethod
     def _cpu_ns(pid: int) -> int:
@@ -79,7 +84,7 @@ class ClusterCpu:
         return pids
 
     def seconds(self) -> float:
-        return sum(self._cpu_ns(pid) for pid in self._pids()) / 1e9
+        return sum(self._cpu_ns(pid) for pid in self.pids) / 1e9
 
     @classmethod
     def of_server(cls, admin_url: str) -> ClusterCpu | None:
@@ -230,6 +235,8 @@ def run_pairs(
         for comp in comparisons[k:] + comparisons[:k]:
             if quiet is not None:
                 quiet.settle()
+            if cpu is not None:
+                cpu.refresh()
             pair = Pair()
             order = "ABBA" if rnd % 2 == 0 else "BAAB"
             others.start()
@@ -276,6 +283,7 @@ class Summary:
     b_p50: float
     others_p50: float | None
     ratios: list[float]
+    others: list[float | None]
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -290,6 +298,7 @@ class Summary:
             "b_p50_ms": self.b_p50 * 1e3,
             "others_cores_p50": self.others_p50,
             "ratios": self.ratios,
+            "others_cores": self.others,
         }
 
 
@@ -311,6 +320,7 @@ def summarize(comp: Comparison) -> Summary:
         b_p50=statistics.median(r.wall for p in comp.pairs for r in p.b),
         others_p50=statistics.median(busy) if busy else None,
         ratios=ratios,
+        others=[p.others for p in comp.pairs],
     )
 
 
