@@ -89,8 +89,8 @@ def _wait_running(url: str, timeout: float = 15.0) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         while time.monotonic() < deadline:
             row = conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'DO %%counted_work%%' "
-                "AND pid <> pg_backend_pid()"
+                "SELECT pid FROM pg_stat_activity WHERE state = 'active' "
+                "AND query LIKE 'DO %%counted_work%%' AND pid <> pg_backend_pid()"
             ).fetchone()
             if row:
                 return int(row[0])
@@ -138,7 +138,8 @@ def test_a_reset_rerun_adopts_the_in_flight_unit_and_runs_nothing(pg_target: Sql
     rerun = _op(pg_target, 2.0)
     context = fake_context(task_id="load_revenue", try_number=2, ti_id="ti-2")
     deferred = _defers(rerun, context)
-    assert deferred.kwargs and deferred.kwargs["awaited"]["ti_id"] == "ti-1"
+    assert deferred.kwargs
+    assert deferred.kwargs["awaited"]["ti_id"] == "ti-1"
     result = _resume(rerun, context, deferred)
     thread.join(10)
     assert outcome.get("result", {}).get("rows") == 2, outcome
@@ -197,7 +198,8 @@ def test_when_the_adopted_unit_fails_the_rerun_does_the_work_itself(pg_target: S
     result = _resume(rerun, context, deferred)
     thread.join(10)
     assert isinstance(outcome.get("error"), psycopg.errors.QueryCanceled), outcome
-    assert result["skipped"] is False and not result.get("adopted")
+    assert result["skipped"] is False
+    assert not result.get("adopted")
     assert result["rows"] == 2
     assert _executions(pg_target) == 2
     assert pg_target.rows("SELECT day, region, amount FROM revenue") == [(DAY, "eu", 10), (DAY, "us", 10)]
@@ -205,7 +207,7 @@ def test_when_the_adopted_unit_fails_the_rerun_does_the_work_itself(pg_target: S
 
 
 def test_a_unit_hanging_past_the_adoption_timeout_is_cancelled_and_redone_once(pg_target: SqlTarget) -> None:
-    """Past adoption_timeout try 2 takes over: try 1's unit is cancelled (FencedOut), the work runs once more."""
+    """Past adoption_timeout try 2 takes over: try 1's unit is cancelled (FencedOut), the work runs again."""
     _setup(pg_target)
     first = _op(pg_target, 60.0)
     thread, outcome = _in_thread(first, fake_context(task_id="load_revenue", try_number=1))
@@ -220,7 +222,8 @@ def test_a_unit_hanging_past_the_adoption_timeout_is_cancelled_and_redone_once(p
     thread.join(10)
     assert not thread.is_alive()
     assert isinstance(outcome.get("error"), FencedOut), outcome
-    assert result["skipped"] is False and result["rows"] == 2
+    assert result["skipped"] is False
+    assert result["rows"] == 2
     assert _executions(pg_target) == 2
     assert pg_target.rows("SELECT day, region, amount FROM revenue") == [(DAY, "eu", 10), (DAY, "us", 10)]
     assert pg_target.committed_try("revenue") == 2
@@ -250,5 +253,6 @@ def test_without_adoption_a_rerun_fences_out_and_cancels_the_stale_unit(pg_targe
     )
     thread.join(10)
     assert isinstance(outcome.get("error"), FencedOut), outcome
-    assert result["rows"] == 2 and not result.get("adopted")
+    assert result["rows"] == 2
+    assert not result.get("adopted")
     assert pg_target.committed_try("revenue") == 2
