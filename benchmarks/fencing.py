@@ -48,6 +48,7 @@ from benchmarks.paired import (
     pct,
     print_table,
     run_pairs,
+    sign_test_ci,
     verdict,
 )
 from benchmarks.throughput import measure_throughput
@@ -264,6 +265,25 @@ def _print_stages(rows: int, stages: list[dict[str, float]], rtt: float, out: di
         f"  {'=> added by stages (sum p50)':<30}{added:>9.3f}   of which store event "
         f"{p50['fenced: store event']:.3f}; {added / plain * 100:.2f} % of plain's {plain:.3f}"
     )
+    # Per run: what fenced spends outside the body (the same SQL on the same connection) beyond
+    # plain's commit, over plain's time. Short stages carry little of the machine's noise.
+    outside = [
+        s["fenced: issue_token (own tx)"]
+        + s["fenced: fence check UPDATE"]
+        + s["fenced: commit"]
+        + s["fenced: store event"]
+        - s["plain: commit"]
+        for s in stages
+    ]
+    ratios = [1 + o / (s["plain: body"] + s["plain: commit"]) for o, s in zip(outside, stages, strict=True)]
+    ms_ci = sign_test_ci([o * 1e3 for o in outside])
+    print(
+        f"  {'=> fenced outside the body':<30}{statistics.median(outside) * 1e3:>9.3f} "
+        f"{ci_text(ms_ci, lambda v: f'{v:.3f}')} ms beyond plain's commit, "
+        f"{pct(statistics.median(ratios))} {ci_text(sign_test_ci(ratios), pct)} of plain (per run, 95 % CI)"
+    )
+    out[f"stage:{rows}:outside_ratio_p50"] = statistics.median(ratios)
+    out[f"stage:{rows}:outside_ratio_ci"] = sign_test_ci(ratios)
 
 
 @contextmanager
@@ -337,6 +357,12 @@ def _print_targets(big: int, one: dict[str, Summary], many: dict[str, Summary], 
             f"{f1.added * 1e3 / base * 100:+.2f} % [{added_ci[0] / base * 100:+.2f} %, "
             f"{added_ci[1] / base * 100:+.2f} %]"
         )
+    outside, outside_ci = out.get(f"stage:{big}:outside_ratio_p50"), out.get(f"stage:{big}:outside_ratio_ci")
+    if outside is not None:
+        print(
+            f"  {big:,} rows, fenced outside the body (stages, per run): {pct(outside)} "
+            f"{ci_text(outside_ci, pct)}  {verdict(outside, outside_ci, 1 + target / 100)}"
+        )
     if fb.cpu_ratio is not None:
         print(f"  {big:,} rows, server CPU: {pct(fb.cpu_ratio)} {ci_text(fb.cpu_ratio_ci, pct)}")
     print(f"  A/A control at {big:,} rows: {pct(aa.ratio)} {ci_text(aa.ratio_ci, pct)} (should straddle 0)")
@@ -405,7 +431,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 )
                 run_pairs(comps, pairs_big, warmup=1, prepare=fresh, cpu=cpu, quiet=quiet)
                 many = _print_paired(big, comps, out, "Partition overwrite")
-                stages = [_stages(db, pg_store, big, fresh) for _ in range(max(3, pairs_big // 4))]
+                stages = [_stages(db, pg_store, big, fresh) for _ in range(max(6, pairs_big // 2))]
                 _print_stages(big, stages, _round_trip(db, pairs_1), out)
                 if not args.quick:  # after the core comparison: importing Airflow changes logging
                     _measure_operator(db, target, store_db, pairs_1 // 4, max(6, pairs_big // 3), big, out)
