@@ -188,6 +188,14 @@ def test_audit_classifies_the_reset_reruns(
             audit.end_sources,
         )
     assert all(a.protection == "fenced" and not a.harmful for a in safe_loads)
+    # Issue 4: the reset pair is classified as what it is, and the overlap is measured: the old
+    # worker lives on until Airflow's SIGKILL (SIGTERM + 5 s), recorded by its signs of life.
+    for audit in plain_loads + safe_loads:
+        assert "reset_rerun" in audit.kinds, (audit.task_id, audit.kinds)
+        assert not {"retry_after_failure", "same_try_twice"} & set(audit.kinds), (audit.task_id, audit.kinds)
+    overlapping = [a for a in plain_loads + safe_loads if "overlap" in a.kinds and a.overlap_seconds > 0]
+    assert overlapping, [(a.task_id, a.kinds, a.overlap_seconds) for a in plain_loads + safe_loads]
+    assert all(a.risk == "critical" for a in overlapping if a.protection == "unprotected")
     assert crashsafe["push_payment_keyed_p01"].protection == "ledgered"
     for audit in plain_loads + safe_loads:
         assert audit.executions >= 2
