@@ -97,14 +97,18 @@ def metrics(dag: DagFacts, restarted_at: float | None = None) -> dict[str, str]:
         cancelled = sum(a.outcome == "cancelled" for t in dag.tasks for a in t.attempts[:-1])
         rows["stale attempts cancelled (on_kill)"] = str(cancelled)
         rows["committed by newest attempt"] = f"{newest}/{len(dag.fences)} fenced writes"
+        adopting = {t.task_id for t in dag.tasks if any(a.outcome == "adopted" for a in t.attempts)}
+        # A re-run that waited for the predecessor's unit and adopted it is counted as such, not
+        # as one that merely found the work already committed.
         skipped = sum(
-            f.committed_try is not None and f.committed_try < (_last_try(by_task.get(f.task_id)) or 0)
+            f.committed_try is not None
+            and f.committed_try < (_last_try(by_task.get(f.task_id)) or 0)
+            and f.task_id not in adopting
             for f in dag.fences
         )
         if skipped:
             rows["re-runs that found the work committed"] = str(skipped)
-        adopted = sum(a.outcome == "adopted" for t in dag.tasks for a in t.attempts)
-        rows["re-runs that adopted in-flight work"] = str(adopted)
+        rows["re-runs that adopted in-flight work"] = str(len(adopting))
     if restarted_at is not None and dag.run_end is not None:
         rows["run ended, after the restart"] = f"{dag.run_end - restarted_at:.0f} s"
     return rows

@@ -203,3 +203,17 @@ def test_attempt_log_tells_how_a_stale_attempt_ended(tmp_path: Path) -> None:
     assert (first.outcome, second.outcome) == ("cancelled", None)
     assert first.log_end == pytest.approx((log_dir / "attempt=1.log").stat().st_mtime)
     assert metrics(_crashsafe())["stale attempts cancelled (on_kill)"] == "0"
+
+
+def test_adopting_reruns_are_not_also_counted_as_finding_the_work_committed() -> None:
+    """Try 2 adopted try 1's commit on two loads and found it committed on the other two: 2 and 2."""
+    dag = _crashsafe()
+    for fence in dag.fences or []:
+        if fence.task_id != "revenue_total":
+            fence.committed_try, fence.issued_try = 1, 1
+    by_task = {t.task_id: t for t in dag.tasks}
+    for task_id in ("merge_revenue_r01", "merge_revenue_r02"):
+        by_task[task_id].attempts[-1].outcome = "adopted"
+    rows = metrics(dag)
+    assert rows["re-runs that adopted in-flight work"] == "2"
+    assert rows["re-runs that found the work committed"] == "2"  # overwrite_lines_r01, _r02
