@@ -32,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "KINDS",
+    "RESUME_START_SKEW",
     "RISKS",
     "STALE_KILL_WINDOW",
     "Execution",
@@ -57,6 +58,10 @@ _FAILED = {"failed", "up_for_retry", "upstream_failed"}
 #: executor slot frees). A retry configured with a shorter ``retry_delay`` after a SIGTERM from
 #: elsewhere (a worker shut down) is counted as a reset re-run too.
 STALE_KILL_WINDOW = timedelta(seconds=60)
+#: How much earlier than a deferred process's own start the process resuming it may record its
+#: start (the try's original start_date, stamped before the first process registered with the
+#: api-server; about a second apart under load, more when that call is retried).
+RESUME_START_SKEW = timedelta(seconds=15)
 
 
 @dataclass(frozen=True)
@@ -127,25 +132,63 @@ class SlotReport:
         return (self.dag_id, self.task_id, self.map_index, self.partition)
 
 
+def _join(part: dict[str, Any], into: dict[str, Any]) -> dict[str, Any]:
+    """``part`` (a process that stopped suspended) and ``into`` (the one that went on) as one row,
+    keeping the latter's host, pid and end (still running: no end yet)."""
+    from airflow_crashsafe.audit.records import merge_rows
+
+    joined = merge_rows(into, {**part, "hostname": into["hostname"], "pid": into["pid"]})
+    joined.update({k: into.get(k) for k in ("ended_at", "end_source", "state", "state_source")})
+    joined["reported_state"] = into.get("reported_state")
+    return joined
+
+
+def _own_life(row: Mapping[str, Any]) -> datetime:
+    """The last moment a process itself showed life (its own end, else its last beacon or start)."""
+    own_end = row.get("ended_at") if row.get("end_source") == "listener" else None
+    return max(t for t in (row["started_at"], own_end, row.get("last_seen_at")) if t is not None)
+
+
+def _resumed_by(part: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """``other`` resumed ``part``'s deferred try, though ``part``'s suspension record is missing.
+
+    A process resuming a deferral starts with the try's original ``start_date`` (the api-server
+    keeps it, ``TIRunContext.start_date``): the moment the first process's supervisor stamped before
+    registering it, a little before the first process's own start. So its recorded start is at or
+    before ``part``'s by at most ``RESUME_START_SKEW`` although it lived on after ``part`` last
+    showed life; ``part`` reported no end of its own and was not stopped by a SIGTERM. A process of
+    a redelivered try records its own, later start.
+    """
+    if part.get("end_source") == "listener" or part.get("terminated_at") is not None:
+        return False
+    if part.get("ti_id") and other.get("ti_id") and part["ti_id"] != other["ti_id"]:
+        return False
+    skew = part["started_at"] - other["started_at"]
+    return timedelta(0) <= skew <= RESUME_START_SKEW and _own_life(other) > _own_life(part)
+
+
 def _join_suspended(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A process that stopped deferred (or rescheduled) and the one that resumed its try are one
     execution: each suspended process joins the other process of its try that started nearest
-    its stop (keeping that one's host, pid and end)."""
+    its stop. A process whose suspension record is missing (spooled and not yet delivered) joins
+    the process that resumed it when the resumed start says so (:func:`_resumed_by`)."""
     from airflow_crashsafe.audit.events import SUSPENDED
-    from airflow_crashsafe.audit.records import merge_rows
 
     suspended = [r for r in runs if r.get("reported_state") in SUSPENDED]
     out = [r for r in runs if r.get("reported_state") not in SUSPENDED]
-    if not suspended or not out:
-        return runs
     for s in suspended:
+        if not out:
+            return runs
         stop = s.get("ended_at") or s["started_at"]
         i = min(range(len(out)), key=lambda k: abs((out[k]["started_at"] - stop).total_seconds()))
-        joined = merge_rows(out[i], {**s, "hostname": out[i]["hostname"], "pid": out[i]["pid"]})
-        # How it ended is the resumed process's to say (still running: no end yet).
-        joined.update({k: out[i].get(k) for k in ("ended_at", "end_source", "state", "state_source")})
-        joined["reported_state"] = out[i].get("reported_state")
-        out[i] = joined
+        out[i] = _join(s, out[i])
+    for part in sorted(out, key=lambda r: r["started_at"], reverse=True):  # the latest own start first
+        if not any(r is part for r in out):
+            continue  # already joined
+        others = [r for r in out if r is not part and _resumed_by(part, r)]
+        if others:
+            into = max(others, key=lambda r: (r["started_at"], _own_life(r)))
+            out = [_join(part, r) if r is into else r for r in out if r is not part]
     return out
 
 

@@ -11,7 +11,8 @@ task process on a worker (Task SDK objects); ``on_task_instance_failed`` also in
 marking state), with ORM objects. A reset attempt fires nothing: ``audit reconcile`` fills it in.
 A task that defers (or a sensor rescheduled) stops its process with no terminal hook and goes on
 in another process under the same try; ``before_stopping`` records that stop, so the two
-processes are read as one execution, not as one try run twice.
+processes are read as one execution, not as one try run twice. It is the last hook before the
+task process's ``os._exit()``: it lets the writer finish (see :meth:`Writer.close`).
 
 A stale attempt learns it was replaced at its next heartbeat; its supervisor then sends SIGTERM
 (whose handler, installed by the task runner before ``on_task_instance_running``, only calls
@@ -193,16 +194,40 @@ def on_task_instance_skipped(previous_state: Any, task_instance: Any) -> None:
 
 @hookimpl
 def before_stopping(component: Any) -> None:
-    """A component stops; in a task process whose task deferred or was rescheduled, record that.
+    """A task process stops: record a deferral or reschedule, then let the writer finish.
 
-    The task runner calls this after ``finalize()``, whatever the state, with ``ti.state`` set.
+    The task runner calls this after ``finalize()``, whatever the state, with ``ti.state`` set, and
+    then ends the process with ``os._exit()``, which kills the writer's thread wherever it is. The
+    suspension is this process's last word and nothing waits on it any more (the supervisor has
+    already sent the deferral to the api-server, and the resumed process may be starting), so it
+    gets the writer's ``stop_timeout`` rather than the per-event limit, and then
+    :meth:`~airflow_crashsafe.audit.writer.Writer.close` waits, within the same limit, for the write
+    in flight and a drain under way. Before this, a suspension whose write outlasted 0.5 s was left
+    to the spool, and the write itself to a thread about to be killed.
     """
     from airflow_crashsafe.audit import events
 
     running = _running_ti
-    if running is None or running[0] != os.getpid():
+    if running is None or running[0] != os.getpid() or not _enabled():
         return
     raw = getattr(running[1], "state", None)
     state = str(getattr(raw, "value", raw)) if raw is not None else None
+    try:
+        writer = get_writer()
+    except Exception:
+        log.warning("crashsafe audit: no writer at the task's stop", exc_info=True)
+        return
     if state in events.SUSPENDED:
-        _record(events.ended, running[1], state)
+        try:
+            event = events.ended(running[1], state)
+        except Exception:
+            log.warning("crashsafe audit: could not read the task instance", exc_info=True)
+        else:
+            try:
+                writer.submit(event, timeout=writer.stop_timeout)
+            except Exception:
+                log.warning("crashsafe audit: could not record %s", event.describe(), exc_info=True)
+    try:
+        writer.close()
+    except Exception:
+        log.debug("crashsafe audit: closing the writer failed", exc_info=True)

@@ -6,6 +6,11 @@ line can land in a file that is being drained. A drainer claims a file by renami
 every line (events merge idempotently, so a line delivered twice is harmless) and deletes it;
 what it could not deliver goes back to the spool. Lines survive a killed process (the OS keeps
 written data); only a crash of the machine itself can lose the last unflushed lines.
+
+A claimed file is named after its drainer's pid. Drainers are mostly task processes, which end
+with ``os._exit()`` and may die mid-drain; a claimed file whose drainer is gone is drained again at
+once (older names without a pid, and files of a pid alive again, after five minutes), so events a
+dying drainer had claimed do not stay hidden from the audit.
 """
 
 from __future__ import annotations
@@ -72,7 +77,7 @@ class Spool:
         abandoned = []
         for path in self.directory.glob("events-*.draining"):
             with contextlib.suppress(OSError):
-                if path.stat().st_mtime < stale:
+                if not _drainer_alive(path) or path.stat().st_mtime < stale:
                     abandoned.append(path)
         return sorted(self.directory.glob("events-*.jsonl")) + sorted(abandoned)
 
@@ -84,14 +89,19 @@ class Spool:
                 total += sum(1 for line in path.read_bytes().splitlines() if line.strip())
         return total
 
-    def drain(self, apply: Callable[[AttemptEvent], None]) -> int:
+    def drain(self, apply: Callable[[AttemptEvent], None], *, stop: Callable[[], bool] | None = None) -> int:
         """Deliver every spooled event through ``apply``; returns how many were delivered.
 
-        Stops at the first failure, putting the rest back; raises nothing but what ``apply`` would.
+        Stops at the first failure, or between two events once ``stop()`` is true, putting the rest
+        back; raises nothing but what ``apply`` would.
         """
         delivered = 0
         for path in self.pending_files():
-            claimed = path.with_name(f"{path.name.split('.')[0]}.{uuid.uuid4().hex[:8]}.draining")
+            if stop is not None and stop():
+                break
+            claimed = path.with_name(
+                f"{path.name.split('.')[0]}.{os.getpid()}-{uuid.uuid4().hex[:8]}.draining"
+            )
             try:
                 os.rename(path, claimed)
             except FileNotFoundError:
@@ -109,13 +119,34 @@ class Spool:
                 done = 0
                 try:
                     for event in events:
+                        if stop is not None and stop():
+                            break
                         apply(event)
                         done += 1
                 finally:
                     delivered += done
                     if done < len(events):
                         self.append(events[done:])
-                    os.unlink(claimed)
+                    with contextlib.suppress(FileNotFoundError):  # re-claimed as abandoned
+                        os.unlink(claimed)
             finally:
                 os.close(fd)
         return delivered
+
+
+def _drainer_alive(claimed: Path) -> bool:
+    """Whether the process named in a claimed file's name (``events-*.<pid>-<hex>.draining``) lives.
+
+    True when the name carries no pid (an older drainer's): those wait for the five-minute rule.
+    """
+    parts = claimed.name.split(".")
+    pid = parts[1].split("-")[0] if len(parts) == 3 and "-" in parts[1] else ""
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True

@@ -12,6 +12,14 @@ supervisor with SIGTERM and SIGKILLed 5 s later; the listener's SIGTERM handler 
 :meth:`Writer.note_terminated`, after which the thread stores the SIGTERM moment (spooled if the
 store is down) and beacons every ``dying_interval``, so the recorded end of a killed attempt is
 within that of its real death and an overlap with its successor is measured, not guessed.
+
+A task process ends with ``os._exit()``, which kills this daemon thread wherever it is: in a write
+the hook gave up waiting for, or half-way through draining a spool file it had claimed (that file
+then sat hidden from every drainer for five minutes). So the listener's ``before_stopping`` hook
+calls :meth:`Writer.close` last: it waits, up to ``stop_timeout``, for the write in flight and the
+drain under way, and a drain still running at that limit puts back what it has not delivered. A
+process killed even so leaves its claimed file to the next drainer at once (the file names its
+drainer's pid; see :mod:`~airflow_crashsafe.audit.spool`).
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class Writer:
         touch: Callable[[list[AttemptEvent]], object] | None = None,
         dying_interval: float = 0.5,
         tick: float = 0.25,
+        stop_timeout: float = 2.0,
     ) -> None:
         self._apply = apply
         self._touch = touch
@@ -67,12 +76,18 @@ class Writer:
         self.beacon_interval = beacon_interval
         self.dying_interval = dying_interval
         self._tick = tick
+        self.stop_timeout = stop_timeout
         self._on_failure = on_failure
         # Set by a signal handler, read by the thread: a plain attribute, no lock (see note_terminated).
         self._terminated_at: datetime | None = None
         self._termination_stored = False
         self._queue: queue.Queue[_Job] = queue.Queue()
         self._busy = threading.Event()
+        # Work submitted or begun and not finished (a job with its drain, a beacon): close() waits for 0.
+        self._work = 0
+        self._idle = threading.Condition()
+        self._stopping = threading.Event()
+        self._stop_at = float("inf")
         self._running: dict[tuple[object, ...], AttemptEvent] = {}
         self._lock = threading.Lock()
         self.pid = os.getpid()
@@ -80,23 +95,65 @@ class Writer:
         self._thread = threading.Thread(target=self._loop, name="crashsafe-audit", daemon=True)
         self._thread.start()
 
-    def submit(self, event: AttemptEvent) -> bool:
-        """Store ``event`` within the time limit, else spool it. True if it reached the store."""
+    def submit(self, event: AttemptEvent, *, timeout: float | None = None) -> bool:
+        """Store ``event`` within the time limit, else spool it. True if it reached the store.
+
+        ``timeout`` (default: the writer's) also bounds the wait for a write still in flight; without
+        it, an event submitted while a write is stuck goes straight to the spool.
+        """
         try:
             self._track(event)
+            limit = self.timeout if timeout is None else timeout
+            deadline = time.monotonic() + limit
+            if self._busy.is_set() and timeout is not None:
+                self._wait_idle(deadline, lambda: not self._busy.is_set())
             if self._busy.is_set() or not self._thread.is_alive():
                 self._spool([event])
                 return False
             job = _Job(event)
             self._busy.set()
+            self._begin()
             self._queue.put(job)
-            if job.done.wait(self.timeout) and job.ok:
+            if job.done.wait(max(0.0, deadline - time.monotonic())) and job.ok:
                 return True
             self._spool([event])  # delivered twice if the write completes later: merges are idempotent
             return False
         except Exception:
             log.warning("crashsafe audit: could not record %s", event.describe(), exc_info=True)
             return False
+
+    def close(self, timeout: float | None = None) -> bool:
+        """The process is about to exit: finish the write in flight and the drain under way.
+
+        Waits at most ``timeout`` (default ``stop_timeout``); a drain still running then stops
+        between two events and puts the rest back in the spool. Starts no beacon afterwards. True
+        when nothing was left running. Never raises.
+        """
+        try:
+            limit = self.stop_timeout if timeout is None else timeout
+            self._stop_at = time.monotonic() + limit
+            self._stopping.set()
+            # A little beyond the limit: a drain told to stop puts its rest back (local file I/O).
+            return self._wait_idle(self._stop_at + min(0.5, max(limit, 0.05)), lambda: self._work == 0)
+        except Exception:
+            log.debug("crashsafe audit: closing the writer failed", exc_info=True)
+            return False
+
+    def _wait_idle(self, deadline: float, done: Callable[[], bool]) -> bool:
+        with self._idle:
+            return self._idle.wait_for(done, timeout=max(0.0, deadline - time.monotonic()))
+
+    def _begin(self) -> None:
+        with self._idle:
+            self._work += 1
+
+    def _end(self) -> None:
+        with self._idle:
+            self._work -= 1
+            self._idle.notify_all()
+
+    def _stop_draining(self) -> bool:
+        return self._stopping.is_set() and time.monotonic() >= self._stop_at
 
     def note_terminated(self) -> None:
         """This process got SIGTERM. Safe inside a signal handler: one attribute store, no lock.
@@ -125,13 +182,25 @@ class Writer:
             # Wake at least every tick: a SIGTERM only sets an attribute (see note_terminated).
             wait = max(0.0, min(self._tick, next_beacon - time.monotonic()))
             with contextlib.suppress(queue.Empty):
-                self._run(self._queue.get(timeout=wait))
+                job = self._queue.get(timeout=wait)
+                try:
+                    self._run(job)
+                finally:
+                    self._end()
             if self._terminated_at is not None and not self._termination_stored:
                 self._termination_stored = True
-                self._store_termination(self._terminated_at)
+                self._begin()
+                try:
+                    self._store_termination(self._terminated_at)
+                finally:
+                    self._end()
                 next_beacon = time.monotonic() + self.dying_interval
-            elif time.monotonic() >= next_beacon:
-                self._beacon()
+            elif time.monotonic() >= next_beacon and not self._stopping.is_set():
+                self._begin()
+                try:
+                    self._beacon()
+                finally:
+                    self._end()
                 dying = self._terminated_at is not None
                 next_beacon = time.monotonic() + (self.dying_interval if dying else self.beacon_interval)
 
@@ -149,6 +218,8 @@ class Writer:
         finally:
             job.done.set()
             self._busy.clear()
+            with self._idle:  # a final event waiting for this write may go now
+                self._idle.notify_all()
         if job.ok:
             self._drain()
 
@@ -176,7 +247,7 @@ class Writer:
     def _drain(self) -> None:
         try:
             if self.spool.pending_files():
-                delivered = self.spool.drain(self._apply)
+                delivered = self.spool.drain(self._apply, stop=self._stop_draining)
                 if delivered:
                     log.info("crashsafe audit: delivered %d spooled events", delivered)
         except Exception:

@@ -355,3 +355,62 @@ def test_two_processes_of_one_try_without_a_suspension_stay_a_redelivery() -> No
     ]
     [report] = classify(rows)
     assert "same_try_twice" in report.kinds
+
+
+def _drill_try_2(*, suspension: bool) -> list[dict[str, Any]]:
+    """merge_revenue_r02 of the drill: try 1 reset (pid 31605); try 2 defers (31820), resumes (32041).
+
+    The resumed process records the try's original start (41.1), stamped before the first process
+    registered, so a little before that process's own start (42.2).
+    """
+    part = row(2, 31820, 42.2, seen=55.9, ti_id="ti-2")
+    if suspension:
+        part = merge_rows(
+            part, {**part, "ended_at": at(55.9), "end_source": "listener", "reported_state": "deferred"}
+        )
+    return [
+        row(1, 31605, 0, 140, end_source="reconcile", state="failed", seen=138, ti_id="ti-1"),
+        part,
+        row(2, 32041, 41.1, 190, end_source="listener", reported="success", seen=190, ti_id="ti-2"),
+    ]
+
+
+def test_a_resumed_try_whose_suspension_record_is_missing_is_still_one_execution() -> None:
+    """The losing order of the drill: the stop never reached the store; not 3 runs, not same_try_twice."""
+    [report] = classify(_drill_try_2(suspension=False))
+    assert [e.pid for e in report.executions] == [31605, 32041]
+    assert report.kinds == ("overlap", "reset_rerun")
+    resumed = report.executions[1]
+    assert (resumed.started_at, resumed.ended_at, resumed.state) == (at(41.1), at(190), "success")
+    assert report.overlap_seconds == round(140 - 41.1, 3)
+
+
+def test_a_late_suspension_record_changes_nothing() -> None:
+    """Stored late (delivered from the spool) or in time, the suspension gives the same verdict."""
+    [without] = classify(_drill_try_2(suspension=False))
+    [with_it] = classify(_drill_try_2(suspension=True))
+    assert with_it.executions == without.executions
+    assert with_it.reruns == without.reruns
+
+
+def test_a_process_starting_its_try_again_later_is_not_read_as_a_resume() -> None:
+    """A second process of one try with its own later start (a redelivery) stays a try run twice."""
+    rows = [
+        row(1, 11, 0, 100, end_source="listener", reported="success", ti_id="ti-1"),
+        row(1, 12, 60, seen=70, ti_id="ti-1"),
+    ]
+    [report] = classify(rows)
+    assert "same_try_twice" in report.kinds
+    assert len(report.executions) == 2
+
+
+def test_a_try_deferred_twice_with_both_stops_missing_is_one_execution() -> None:
+    """Both resumed processes record the original start; each stopped part joins the one after it."""
+    rows = [
+        row(1, 21, 1.0, seen=10, ti_id="ti-1"),
+        row(1, 22, 0.0, seen=40, ti_id="ti-1"),
+        row(1, 23, 0.0, 90, end_source="listener", reported="success", seen=90, ti_id="ti-1"),
+    ]
+    assert classify(rows) == []
+    [one] = executions_of(rows)
+    assert (one.pid, one.started_at, one.ended_at) == (23, at(0), at(90))

@@ -7,6 +7,7 @@ import os
 import signal
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,11 +23,20 @@ START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 class Recorder:
     """A writer stand-in that keeps what it was given."""
 
+    stop_timeout = 2.0
+
     def __init__(self) -> None:
         self.events: list[AttemptEvent] = []
+        self.limits: list[float | None] = []
+        self.closed = 0
 
-    def submit(self, event: AttemptEvent) -> bool:
+    def submit(self, event: AttemptEvent, *, timeout: float | None = None) -> bool:
         self.events.append(event)
+        self.limits.append(timeout)
+        return True
+
+    def close(self, timeout: float | None = None) -> bool:
+        self.closed += 1
         return True
 
     def note_terminated(self) -> None:
@@ -130,6 +140,22 @@ def test_a_deferred_task_process_records_its_stop(recorder: Recorder) -> None:
     assert stop.ended_at is not None
 
 
+def test_the_stop_is_written_with_the_stop_limit_then_the_writer_closed(recorder: Recorder) -> None:
+    """The suspension is the process's last word (os._exit follows): stop_timeout, then close()."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk.api.datamodels._generated import TaskInstanceState
+
+    ti = runtime_ti(EmptyOperator(task_id="load"), try_number=2)
+    listener.on_task_instance_running(previous_state=None, task_instance=ti)
+    ti.state = TaskInstanceState.DEFERRED
+    listener.before_stopping(component=None)
+    assert recorder.limits == [None, Recorder.stop_timeout]
+    assert recorder.closed == 1
+    ti.state = TaskInstanceState.SUCCESS
+    listener.before_stopping(component=None)  # a finished task's process closes its writer too
+    assert (len(recorder.events), recorder.closed) == (2, 2)
+
+
 def test_scheduler_failure_ignores_the_next_attempts_ti_id(recorder: Recorder) -> None:
     """The scheduler's failure hook carries the next try's id: the event takes host/pid, never the id."""
     orm_ti = SimpleNamespace(
@@ -170,6 +196,41 @@ def test_hooks_never_raise(recorder: Recorder) -> None:
 
     listener.set_writer(Broken())
     listener.on_task_instance_success(previous_state=None, task_instance=runtime_ti(None))
+    listener._running_ti = (os.getpid(), runtime_ti(None))
+    listener.before_stopping(component=None)  # no stop_timeout, no close: still nothing raised
+
+
+def test_a_deferral_behind_a_slow_start_write_reaches_the_store_before_exit(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    """The drill's lost stop: the start write outlasts its limit, the task defers, os._exit follows.
+
+    The stop used to go straight to the spool (a write was in flight) and the write to a thread
+    about to die; now it waits for that write, is stored, and nothing is left claimed or in flight.
+    """
+    import time
+
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk.api.datamodels._generated import TaskInstanceState
+
+    from airflow_crashsafe.audit.spool import Spool
+    from airflow_crashsafe.audit.writer import Writer
+
+    stored: list[AttemptEvent] = []
+
+    def slow_store(event: AttemptEvent) -> None:
+        time.sleep(0.3)
+        stored.append(event)
+
+    writer = Writer(slow_store, Spool(tmp_path), timeout=0.05, beacon_interval=3600, tick=0.01)
+    listener.set_writer(writer)
+    ti = runtime_ti(EmptyOperator(task_id="load"), try_number=2)
+    listener.on_task_instance_running(previous_state=None, task_instance=ti)
+    ti.state = TaskInstanceState.DEFERRED
+    listener.before_stopping(component=None)
+    assert [e.reported_state for e in stored].count("deferred") == 1
+    assert list(tmp_path.iterdir()) == []  # the start's spooled copy drained too, nothing claimed
+    assert writer.close(timeout=0)  # before_stopping already let it finish
 
 
 def test_merge_is_order_independent_and_idempotent() -> None:

@@ -33,11 +33,13 @@ class Sink:
         self.applied: list[AttemptEvent] = []
         self.beacons: list[AttemptEvent] = []
         self.down = False
+        self.delay = 0.0  # seconds each write takes (a store under load)
         self.lock = threading.Lock()
 
     def apply(self, event: AttemptEvent) -> None:
         if self.down:
             raise ConnectionError("store down")
+        time.sleep(self.delay)
         with self.lock:
             self.applied.append(event)
 
@@ -109,3 +111,58 @@ def test_sigterm_moment_is_spooled_when_the_store_is_down(tmp_path: Path) -> Non
     wait_for(lambda: w.spool.count() == 1)
     [line] = w.spool.path.read_text().splitlines()
     assert '"terminated_at": "' in line
+
+
+STOP = replace(START, started_at=None, ended_at=START.started_at, reported_state="deferred")
+
+
+def leftovers(w: Writer) -> list[str]:
+    return sorted(p.name for p in w.spool.directory.glob("events-*"))
+
+
+def test_the_last_event_waits_for_a_write_in_flight_instead_of_the_spool(tmp_path: Path) -> None:
+    """A slow start write still under way: the stop, given stop_timeout, waits for it and is stored."""
+    sink = Sink()
+    sink.delay = 0.3
+    w = Writer(sink.apply, Spool(tmp_path / "spool"), timeout=0.05, beacon_interval=3600, tick=0.01)
+    assert not w.submit(START)  # outlasted 0.05 s: spooled, and the write goes on
+    assert w.submit(STOP, timeout=2.0)
+    assert STOP in sink.applied
+
+
+def test_close_lets_the_write_in_flight_and_its_drain_finish(tmp_path: Path) -> None:
+    """os._exit follows before_stopping: close() returns only once the write and the drain are done."""
+    sink = Sink()
+    sink.delay = 0.2
+    w = Writer(sink.apply, Spool(tmp_path / "spool"), timeout=0.05, beacon_interval=3600, tick=0.01)
+    assert not w.submit(STOP)  # spooled at the limit; the thread still writes it, then drains the copy
+    assert w.close(timeout=5.0)
+    assert sink.applied == [STOP, STOP]
+    assert leftovers(w) == []
+
+
+def test_close_at_its_limit_puts_the_undrained_rest_back(tmp_path: Path) -> None:
+    """A drain still running at close's limit stops between events; nothing stays claimed."""
+    sink = Sink()
+    sink.delay = 0.05
+    other = Spool(tmp_path / "spool")  # another process's spooled events
+    other.append([replace(START, pid=100 + i) for i in range(40)])
+    w = Writer(sink.apply, Spool(tmp_path / "spool"), timeout=1.0, beacon_interval=3600, tick=0.01)
+    assert w.submit(START)  # stored, then the thread drains the other process's file
+    wait_for(lambda: len(sink.applied) > 2)
+    assert w.close(timeout=0.2)
+    names = leftovers(w)
+    assert names
+    assert all(n.endswith(".jsonl") for n in names)
+    assert len(sink.applied) - 1 + w.spool.count() == 40
+
+
+def test_no_beacon_starts_after_close(tmp_path: Path) -> None:
+    """A closed writer's thread starts no new store work the exit would cut short."""
+    sink = Sink()
+    w = writer(sink, tmp_path, beacon_interval=0.02)
+    assert w.submit(START)
+    assert w.close(timeout=1.0)
+    count = len(sink.beacons)
+    time.sleep(0.1)
+    assert len(sink.beacons) == count
