@@ -40,6 +40,7 @@ def _env(name: str | None) -> str | None:
 def _reconcile(args: argparse.Namespace) -> int:
     from airflow_crashsafe.audit import digest
     from airflow_crashsafe.audit.reconcile import AirflowApi, reconcile
+    from airflow_crashsafe.audit.spool import default_spool_dir, deliver
     from airflow_crashsafe.store import open_store
 
     if args.api_user and not args.api_password_env:
@@ -52,6 +53,10 @@ def _reconcile(args: argparse.Namespace) -> int:
         timeout=args.timeout,
     )
     store = open_store()
+    # Events a task process spooled just before it exited would otherwise wait for the next task.
+    delivered = deliver(store, default_spool_dir())
+    if delivered:
+        print(f"delivered {delivered} spooled audit events from {default_spool_dir()}")
     report = reconcile(store, api, grace=args.grace)
     print(
         f"reconciled {report.task_instances} task instances: {report.ends_filled} ends filled, "

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from airflow_crashsafe.audit.events import AttemptEvent
 
@@ -150,3 +151,21 @@ def _drainer_alive(claimed: Path) -> bool:
     except OSError:  # EPERM: alive, another user's
         return True
     return True
+
+
+def deliver(store: Any, directory: Path) -> int:
+    """Apply every spooled event under ``directory`` to ``store`` now; how many were delivered.
+
+    For those who read the audit after the tasks are gone (``audit reconcile``, the drill): a
+    task process that exited right after spooling left its events for the next drainer.
+    """
+    from airflow_crashsafe.audit.records import apply_event
+
+    if not directory.is_dir():
+        return 0
+
+    def apply(event: AttemptEvent) -> None:
+        with store.transaction() as db:
+            apply_event(db, event)
+
+    return Spool(directory).drain(apply)

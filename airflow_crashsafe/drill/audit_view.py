@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow_crashsafe.drill.extra_facts import AuditFact
@@ -75,18 +76,25 @@ def fact_from_report(report: Any) -> AuditFact:
 
 
 def audit_facts(
-    store_url: str, api_url: str, dag_ids: dict[str, str]
+    store_url: str, api_url: str, dag_ids: dict[str, str], spool_dir: Path | None = None
 ) -> tuple[dict[str, list[AuditFact]], str]:
-    """Reconcile against ``api_url``, then ``{side: duplicate slots of its DAG}`` and a summary line."""
+    """Reconcile against ``api_url``, then ``{side: duplicate slots of its DAG}`` and a summary line.
+
+    ``spool_dir`` (the drill's ``$AIRFLOW_HOME/crashsafe-spool``) is delivered first: a task
+    process that exited right after spooling an event left it for the next drainer, and the
+    drill's own process is the last one that will run.
+    """
     from airflow_crashsafe.audit.cli import find_duplicates
     from airflow_crashsafe.audit.reconcile import AirflowApi, reconcile
+    from airflow_crashsafe.audit.spool import deliver
     from airflow_crashsafe.store.store import open_store
 
     store = open_store(store_url)
+    delivered = deliver(store, spool_dir) if spool_dir is not None else 0
     done = reconcile(store, AirflowApi(api_url, timeout=30.0), grace=timedelta(0))
     summary = (
-        f"audit reconcile: {done.task_instances} task instances, {done.ends_filled} ends filled, "
-        f"{done.tries_added} tries added, {len(done.errors)} errors"
+        f"audit reconcile: {delivered} spooled events delivered, {done.task_instances} task instances, "
+        f"{done.ends_filled} ends filled, {done.tries_added} tries added, {len(done.errors)} errors"
     )
     reports = {
         side: find_duplicates(store, since=timedelta(hours=12), dag_id=dag_id)

@@ -280,7 +280,12 @@ def _collect(
             payments[key] = payment_facts(drill.vendors, dag_id, intended)
     audit: dict[str, list[facts_mod.AuditFact]] = {}
     if drill.store_url:
-        audit, summary = audit_facts(drill.store_url, drill.home.api_url, {k: DAGS[k][0] for k in drill.keys})
+        audit, summary = audit_facts(
+            drill.store_url,
+            drill.home.api_url,
+            {k: DAGS[k][0] for k in drill.keys},
+            spool_dir=drill.home.airflow_home / "crashsafe-spool",
+        )
         progress(summary)
     alert = None
     if drill.receiver is not None:

@@ -13,7 +13,7 @@ from airflow_crashsafe.audit.cli import find_duplicates
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.reconcile import reconcile
 from airflow_crashsafe.audit.records import apply_event, slot_rows
-from airflow_crashsafe.audit.spool import Spool
+from airflow_crashsafe.audit.spool import Spool, deliver
 from airflow_crashsafe.audit.writer import Writer
 from airflow_crashsafe.store.store import Store
 
@@ -206,3 +206,13 @@ def _history_end(at: datetime) -> AttemptEvent:
     return AttemptEvent(
         source="reconcile", **KEY, try_number=1, hostname="w1", pid=1, ended_at=at, state="failed"
     )
+
+
+def test_deliver_applies_what_exited_task_processes_left_in_the_spool(store: Store, tmp_path: Path) -> None:
+    """``audit reconcile`` and the drill deliver the spool first: nothing waits for a next task."""
+    spool = Spool(tmp_path / "spool")
+    spool.append([start(1, 101, NOW), start(2, 202, NOW + timedelta(seconds=5))])
+    assert deliver(store, tmp_path / "spool") == 2
+    assert sorted(r["pid"] for r in rows(store)) == [101, 202]
+    assert spool.count() == 0
+    assert deliver(store, tmp_path / "nothing-here") == 0
