@@ -57,12 +57,6 @@ class ServerWrite:
         self.db.cancel()
 
 
-def _server_version(db: Db) -> int:
-    info = getattr(db.raw, "info", None)  # psycopg 3
-    version = getattr(info, "server_version", None) or getattr(db.raw, "server_version", 0)
-    return int(version or 0)
-
-
 def run_server_write(
     write: ServerWrite,
     build: Callable[[UnitProgram, Db], None],
@@ -88,9 +82,7 @@ def run_server_write(
     )
     try:
         with db.autocommit():
-            if _server_version(db) >= 140000:
-                # The unit must outlive its sender: never abort it because the client went away.
-                db.execute("SET client_connection_check_interval = 0")
+            # The caller's probe set client_connection_check_interval = 0 on this connection.
             write.running = True
             try:
                 db.raw.cursor().execute(block)  # no parameters: the block is final text

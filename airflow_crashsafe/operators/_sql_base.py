@@ -187,10 +187,9 @@ class FencedSQLBase(BaseOperator):
         slot, attempt = slot_from_context(ctx, self.slot_partition), attempt_from_context(ctx)
         resume = self._crashsafe_resume or {}
         timed_out = resume.get("status") == "timeout"
-        if self._adopts() and not timed_out:
-            running = units.in_flight(db, slot, target)
-            if running is not None:
-                self._defer_to(slot, target, running, resume.get("deadline"))
+        seen = units.probe(db, slot, target, keep_running=db.driver_server_version() >= 140000)
+        if self._adopts() and not timed_out and seen.unit is not None:
+            self._defer_to(slot, target, seen.unit, resume.get("deadline"))
         issue = fences.issue_token(db, slot, target, attempt)
         if issue.already_committed is not None:
             awaited = resume.get("awaited")
@@ -202,7 +201,8 @@ class FencedSQLBase(BaseOperator):
             raise fenced_out_error(db, None, slot, target, attempt, None, issue.newer, "start")
         token = issue.token
         # Whatever unit of this slot still runs is stale now: stop it rather than queue behind it.
-        cancelled = units.cancel_holder(db, slot, target)
+        # (One that started between the probe and our token fails its start check at once.)
+        cancelled = units.cancel_holder(db, slot, target) if not seen.free or timed_out else []
         if cancelled or timed_out:
             log.warning(
                 "crashsafe: %s: took the slot over from %s (cancelled backend(s) %s)",

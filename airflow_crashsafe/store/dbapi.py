@@ -101,6 +101,12 @@ class Db:
             self.raw.execute("ROLLBACK")
         self._in_transaction = False
 
+    def driver_server_version(self) -> int:
+        """PostgreSQL's ``server_version_num`` as the driver learnt it at connect (no round trip)."""
+        info = getattr(self.raw, "info", None)  # psycopg 3
+        version = getattr(info, "server_version", None) or getattr(self.raw, "server_version", 0)
+        return int(version or 0)
+
     def is_broken(self) -> bool:
         """True when the server side of the connection is gone (closed, terminated, failed over)."""
         if not self.dialect.is_postgres:

@@ -77,7 +77,7 @@ VALUES (%(unit_id)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s,
 # One round trip: try the slot's lock (released again at once: autocommit) and, when it is held,
 # read the newest unit still marked running, i.e. the one holding it.
 _IN_FLIGHT = f"""
-SELECT l.free, u.* FROM (SELECT pg_try_advisory_xact_lock(%(k1)s, %(k2)s) AS free) AS l
+SELECT l.free, u.* FROM (SELECT pg_try_advisory_xact_lock(%(k1)s, %(k2)s) AS free{{keep}}) AS l
 LEFT JOIN LATERAL (
     SELECT {_COLUMNS} FROM {UNIT_TABLE}
     WHERE {_SLOT_MATCH} AND state = 'running' ORDER BY started_at DESC LIMIT 1
@@ -207,20 +207,46 @@ def record_start(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) 
     return unit_id
 
 
+# A unit must outlive its sender: a server that checks for vanished clients
+# (client_connection_check_interval, PostgreSQL 14+) would abort it. Set once per connection,
+# folded into the probe so that it costs no round trip of its own.
+_KEEP_RUNNING = ", set_config('client_connection_check_interval', '0', false)"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether (slot, target)'s lock is free, and when it is held, by whose running unit."""
+
+    free: bool
+    unit: Unit | None  # None when free, or held by a unit whose row we cannot see
+
+
+def probe(db: Db, slot: Slot, target: str, *, keep_running: bool = False) -> Probe:
+    """One round trip: is a unit of (slot, target) running server-side right now, and whose?
+
+    ``keep_running`` also makes this connection's future statements survive their client's
+    death (``client_connection_check_interval = 0``; PostgreSQL 14+ only).
+    """
+    params = fences.slot_params(slot, target) | lock_key(slot, target).params()
+    sql = _IN_FLIGHT.replace("{keep}", _KEEP_RUNNING if keep_running else "")
+    try:
+        row = db.execute_alone(sql, params).fetchone()
+    except Exception as exc:
+        if not fences.is_missing_table(exc):
+            raise
+        # No unit ever ran in this database: nothing can be in flight.
+        if keep_running:
+            db.execute_alone(f"SELECT 1{_KEEP_RUNNING}")
+        return Probe(free=True, unit=None)
+    if row is None or row[0]:
+        return Probe(free=True, unit=None)
+    # Held. Without a running row it is a colliding key's unit (or one committing right now).
+    return Probe(free=False, unit=None if row[1] is None else _unit(row[1:]))
+
+
 def in_flight(db: Db, slot: Slot, target: str) -> Unit | None:
     """The unit of (slot, target) running server-side right now, or None when none is."""
-    params = fences.slot_params(slot, target) | lock_key(slot, target).params()
-    try:
-        row = db.execute_alone(_IN_FLIGHT, params).fetchone()
-    except Exception as exc:
-        if fences.is_missing_table(exc):
-            return None  # no unit ever ran in this database
-        raise
-    if row is None or row[0] or row[1] is None:
-        # Free; or held by a unit whose row is not "running" any more (it is committing now):
-        # treat as in flight only when we know whose it is.
-        return None
-    return _unit(row[1:])
+    return probe(db, slot, target).unit
 
 
 def latest_unit(db: Db, slot: Slot, target: str) -> Unit | None:
