@@ -27,7 +27,14 @@ from airflow_crashsafe.store.dbapi import Db, connect_target
 from airflow_crashsafe.store.fences import CommittedBy
 from airflow_crashsafe.store.store import Store, open_store
 
-__all__ = ["FencedTransaction", "fenced_out_error", "fenced_transaction", "record_event", "record_skip"]
+__all__ = [
+    "FencedTransaction",
+    "fenced_out_error",
+    "fenced_transaction",
+    "record_commit",
+    "record_event",
+    "record_skip",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +104,25 @@ def record_event(
         (store or open_store()).record_event(kind, slot, target, attempt, token=token, detail=detail)
     except Exception:
         log.warning("crashsafe: could not record %s event for %s", kind, slot.describe(), exc_info=True)
+
+
+def record_commit(
+    slot: Slot,
+    target: str,
+    attempt: Attempt,
+    token: int,
+    detail: Mapping[str, Any],
+    store: Store | None = None,
+) -> None:
+    """Log and record that this attempt's write committed (client-driven or server-side)."""
+    log.info(
+        "crashsafe: committed %s (target %r) as %s, token %s.",
+        slot.describe(),
+        target,
+        attempt.describe(),
+        token,
+    )
+    record_event("committed", slot, target, attempt, token, detail, store)
 
 
 def record_skip(
@@ -201,14 +227,7 @@ def fenced_transaction(
             except Exception:  # a broken connection must not hide the error that broke it
                 log.warning("crashsafe: rollback failed after an error", exc_info=True)
             raise
-        log.info(
-            "crashsafe: committed %s (target %r) as %s, token %s.",
-            slot.describe(),
-            target,
-            attempt.describe(),
-            token,
-        )
-        record_event("committed", slot, target, attempt, token, {}, store)
+        record_commit(slot, target, attempt, token, {}, store)
     finally:
         if owns_db:
             conn.close()

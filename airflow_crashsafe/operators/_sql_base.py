@@ -18,7 +18,7 @@ from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.fencing import fenced_transaction
 from airflow_crashsafe.fencing.server_unit import UnitProgram
 from airflow_crashsafe.fencing.server_write import ServerWrite, run_server_write
-from airflow_crashsafe.fencing.transaction import fenced_out_error, record_event, record_skip
+from airflow_crashsafe.fencing.transaction import fenced_out_error, record_commit, record_event, record_skip
 from airflow_crashsafe.identity import Attempt, Slot, attempt_from_context, current_context, slot_from_context
 from airflow_crashsafe.sql import checks
 from airflow_crashsafe.sql.introspect import TableInfo, describe_table
@@ -225,14 +225,7 @@ class FencedSQLBase(BaseOperator):
             build,
             lambda stage: fenced_out_error(db, None, slot, target, attempt, token, None, stage),
         )
-        log.info(
-            "crashsafe: committed %s (target %r) as %s, token %s.",
-            slot.describe(),
-            target,
-            attempt.describe(),
-            token,
-        )
-        record_event("committed", slot, target, attempt, token, {"unit_id": write.unit_id})
+        record_commit(slot, target, attempt, token, {"unit_id": write.unit_id})
         return {**result, "token": token, "committed_by": attempt.describe(), "skipped": False}
 
     def _defer_to(self, slot: Slot, target: str, running: Unit, deadline: float | None) -> NoReturn:

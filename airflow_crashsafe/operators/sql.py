@@ -324,19 +324,15 @@ def _source_key_error(key: list[str], failure: UnitFailure) -> Exception:
     detail = failure.detail
     if failure.code == "CSNUL":
         null_rows = int(detail.get("null_rows", 1)) if isinstance(detail, Mapping) else 1
-        return _key_check_error(key, null_rows, [], 0)
-    rows = [d for d in detail if isinstance(d, Mapping)] if isinstance(detail, list) else []
-    dupes = [[*(r.get(k) for k in key), r.get("crashsafe_n")] for r in rows]
-    distinct = int(rows[0].get("crashsafe_keys", len(rows))) if rows else 0
-    return _key_check_error(key, 0, dupes, distinct)
-
-
-def _key_check_error(key: list[str], null_rows: int, dupes: list[list[Any]], distinct: int) -> Exception:
-    try:
-        checks.check_source_keys(key, null_rows, dupes, distinct)
-    except Exception as exc:
-        return exc
-    return ConfigurationError(f"The source query's natural key {key} failed a check it did not name.")
+        error = checks.source_keys_error(key, null_rows, [], 0)
+    else:
+        rows = [d for d in detail if isinstance(d, Mapping)] if isinstance(detail, list) else []
+        dupes = [[*(r.get(k) for k in key), r.get("crashsafe_n")] for r in rows]
+        distinct = int(rows[0].get("crashsafe_keys", len(rows))) if rows else 0
+        error = checks.source_keys_error(key, 0, dupes, distinct)
+    return error or ConfigurationError(
+        f"The source query's natural key {key} failed a check ({failure.code})."
+    )
 
 
 class FencedSQLOperator(FencedSQLBase):

@@ -27,6 +27,7 @@ __all__ = [
     "check_natural_key",
     "check_source_keys",
     "missing_table_error",
+    "source_keys_error",
 ]
 
 
@@ -99,8 +100,17 @@ def check_source_keys(
     key: Sequence[str], null_rows: int, duplicates: Sequence[Sequence[Any]], distinct_duplicated: int
 ) -> None:
     """Refuse a source with NULL or repeated natural keys (``duplicates``: key values..., count)."""
+    error = source_keys_error(key, null_rows, duplicates, distinct_duplicated)
+    if error is not None:
+        raise error
+
+
+def source_keys_error(
+    key: Sequence[str], null_rows: int, duplicates: Sequence[Sequence[Any]], distinct_duplicated: int
+) -> DuplicateSourceKeysError | None:
+    """The error for a source with NULL or repeated natural keys, or None when its keys are fine."""
     if null_rows:
-        raise DuplicateSourceKeysError(
+        return DuplicateSourceKeysError(
             f"The source query returned {null_rows} row(s) with a NULL in the natural key {list(key)}; "
             "NULL never matches, so every re-run would insert them again. Filter them out or "
             "COALESCE them to a real value in the source query."
@@ -109,8 +119,9 @@ def check_source_keys(
         shown = "; ".join(
             f"{dict(zip(key, row[: len(key)], strict=True))} x{row[len(key)]}" for row in duplicates
         )
-        raise DuplicateSourceKeysError(
+        return DuplicateSourceKeysError(
             f"The source query returns {distinct_duplicated} natural key(s) {list(key)} more than once "
             f"(first: {shown}). A MERGE cannot decide which row wins; aggregate the source (GROUP BY "
             "the key) or extend the natural key so each row is unique."
         )
+    return None

@@ -29,14 +29,15 @@ from airflow_crashsafe.store.dbapi import Db
 __all__ = [
     "UNIT_TABLE",
     "LockKey",
+    "Probe",
     "Unit",
     "cancel_holder",
     "ensure_unit_table",
-    "in_flight",
-    "latest_unit",
     "lock_key",
     "mark_failed",
+    "probe",
     "record_start",
+    "unit_by_id",
 ]
 
 UNIT_TABLE = "crashsafe_units"
@@ -82,8 +83,6 @@ LEFT JOIN LATERAL (
     SELECT {_COLUMNS} FROM {UNIT_TABLE}
     WHERE {_SLOT_MATCH} AND state = 'running' ORDER BY started_at DESC LIMIT 1
 ) AS u ON NOT l.free"""
-
-_LATEST = f"SELECT {_COLUMNS} FROM {UNIT_TABLE} WHERE {_SLOT_MATCH} ORDER BY started_at DESC LIMIT 1"
 
 _BY_ID = f"SELECT {_COLUMNS} FROM {UNIT_TABLE} WHERE unit_id = %(unit_id)s"
 
@@ -242,23 +241,6 @@ def probe(db: Db, slot: Slot, target: str, *, keep_running: bool = False) -> Pro
         return Probe(free=True, unit=None)
     # Held. Without a running row it is a colliding key's unit (or one committing right now).
     return Probe(free=False, unit=None if row[1] is None else _unit(row[1:]))
-
-
-def in_flight(db: Db, slot: Slot, target: str) -> Unit | None:
-    """The unit of (slot, target) running server-side right now, or None when none is."""
-    return probe(db, slot, target).unit
-
-
-def latest_unit(db: Db, slot: Slot, target: str) -> Unit | None:
-    """The most recently started unit of (slot, target)."""
-    with db.autocommit():
-        try:
-            row = db.execute(_LATEST, fences.slot_params(slot, target)).fetchone()
-        except Exception as exc:
-            if fences.is_missing_table(exc):
-                return None
-            raise
-    return _unit(row) if row is not None else None
 
 
 def unit_by_id(db: Db, unit_id: str) -> Unit | None:
