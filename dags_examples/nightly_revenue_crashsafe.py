@@ -24,8 +24,9 @@ the old attempt is still working. Here that costs time, not correctness:
   ``failed``, with the payment made once, rather than ``success`` with a double payment.
 
 The long statement is simulated by ``long_work()`` in the source query, a server-side sleep of up
-to ``work_seconds`` (param) that the crash drill ends early once the restarted scheduler has re-run
-the loads (a user function is fine for the MERGE's non-determinism check; ``now()`` would not be).
+to ``work_seconds`` (param), which the crash drill lets run to its end, so that a re-run finds it
+in flight and adopts it (a user function is fine for the MERGE's non-determinism check; ``now()``
+would not be).
 It names its backend ``crashsafe-work:<dag_id>/<task_id>`` (``application_name``, until the write's
 transaction ends), so the drill counts in ``pg_stat_activity`` how often and how long each load
 really ran in the warehouse. Connection: ``crashsafe_warehouse`` (PostgreSQL).
@@ -67,9 +68,8 @@ SETUP = [
         day date NOT NULL, region text NOT NULL, order_id integer NOT NULL, qty integer NOT NULL)""",
     f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.daily_revenue (
         day date PRIMARY KEY, revenue numeric(14, 2) NOT NULL)""",
-    # The "long warehouse job": sleeps up to max_seconds, or until the day is released (the crash
-    # drill releases it once the restarted scheduler has re-run the loads, so its timing does not
-    # depend on the machine's speed). Standalone, it is just a max_seconds sleep. It labels its
+    # The "long warehouse job": sleeps max_seconds, or less once someone releases the day (a row
+    # in work_release ends it early; the crash drill does not, it measures whole runs). It labels its
     # backend 'crashsafe-work:<dag_id>/<task_id>' so the drill counts executions server-side.
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
     f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(

@@ -19,8 +19,8 @@ completes server-side even after its client is killed). So every interrupted loa
   reset attempt sends the instruction again, and both vendors book the payment twice.
 
 The long statement is simulated by ``long_work()`` inside the INSERT … SELECT: a server-side sleep
-of up to ``work_seconds`` (param) that the crash drill ends early once the restarted scheduler has
-re-run the loads. It names its backend ``crashsafe-work:<dag_id>/<task_id>`` (``application_name``,
+of ``work_seconds`` (param), which the crash drill lets run to its end so that the re-runs' redone
+work is measured whole. It names its backend ``crashsafe-work:<dag_id>/<task_id>`` (``application_name``,
 for that statement only), so the drill counts in ``pg_stat_activity`` how often and how long each
 load really ran in the warehouse, the abandoned attempt's statement included.
 ``nightly_revenue_crashsafe.py`` is the same night written with airflow-crashsafe operators.
@@ -63,9 +63,8 @@ SETUP = [
     f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.daily_revenue (
         day date NOT NULL, revenue numeric(14, 2) NOT NULL)""",
     # The night's source orders: deterministic, so a re-run of the seed changes nothing.
-    # The "long warehouse job": sleeps up to max_seconds, or until the day is released (the crash
-    # drill releases it once the restarted scheduler has re-run the loads, so its timing does not
-    # depend on the machine's speed). Standalone, it is just a max_seconds sleep. It labels its
+    # The "long warehouse job": sleeps max_seconds, or less once someone releases the day (a row
+    # in work_release ends it early; the crash drill does not, it measures whole runs). It labels its
     # backend 'crashsafe-work:<dag_id>/<task_id>' so the drill counts executions server-side.
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
     f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(
