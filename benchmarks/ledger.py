@@ -171,32 +171,34 @@ def _timed(module: Any, name: str, into: dict[str, float], label: str) -> Iterat
 
 @contextmanager
 def _counted(counts: dict[str, float]) -> Iterator[None]:
-    """Count the statements and commits crashsafe's store sends (each one a round trip)."""
+    """Count the statements and commits crashsafe's store sends (each one a round trip).
+
+    Statements go through ``Db.execute`` / ``Db.fetch_alone`` or, for the ledger's per-call ones on
+    psycopg 3, libpq prepared statements (``store/prepared.py``: one round trip per ``_run``).
+    """
+    from airflow_crashsafe.store import prepared
     from airflow_crashsafe.store.dbapi import Db
 
-    execute, commit = Db.execute, Db.commit
+    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counts[name] = counts.get(name, 0) + 1
+            began = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                counts["db_seconds"] = counts.get("db_seconds", 0) + time.perf_counter() - began
 
-    def counting_execute(self: Db, sql: str, params: Any = None) -> Any:
-        counts["statements"] = counts.get("statements", 0) + 1
-        began = time.perf_counter()
-        try:
-            return execute(self, sql, params)
-        finally:
-            counts["db_seconds"] = counts.get("db_seconds", 0) + time.perf_counter() - began
+        return wrapper
 
-    def counting_commit(self: Db) -> None:
-        counts["commits"] = counts.get("commits", 0) + 1
-        began = time.perf_counter()
-        try:
-            commit(self)
-        finally:
-            counts["db_seconds"] = counts.get("db_seconds", 0) + time.perf_counter() - began
-
-    Db.execute, Db.commit = counting_execute, counting_commit  # type: ignore[method-assign]
+    saved = Db.execute, Db.fetch_alone, Db.commit, prepared._run
+    Db.execute = counting("statements", Db.execute)  # type: ignore[method-assign]
+    Db.fetch_alone = counting("statements", Db.fetch_alone)  # type: ignore[method-assign]
+    Db.commit = counting("commits", Db.commit)  # type: ignore[method-assign]
+    prepared._run = counting("statements", prepared._run)
     try:
         yield
     finally:
-        Db.execute, Db.commit = execute, commit  # type: ignore[method-assign]
+        Db.execute, Db.fetch_alone, Db.commit, prepared._run = saved  # type: ignore[method-assign]
 
 
 @contextmanager

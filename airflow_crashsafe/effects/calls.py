@@ -293,8 +293,7 @@ def finish_call(
     outcome = {"state": state, "response_status": response_status, "result": result, "error": error}
     db = call.store.connection()
     if db.dialect.is_postgres:  # one statement: the outcome and the fence commit together
-        with db.autocommit():
-            ledger_sql.record_outcome_and_commit(db, call.key, fence=fence, **outcome)
+        ledger_sql.record_outcome_and_commit(db, call.key, fence=fence, **outcome)
         return
     with call.store.transaction() as tx:
         ledger_sql.record_outcome_and_commit(tx, call.key, fence=fence, **outcome)

@@ -113,6 +113,9 @@ class IdempotentHttpOperator(BaseOperator):
     def execute(self, context: Context) -> Any:
         self._validate()
         fields = frozenset(f.lower() for f in self.redact_fields) | _ALWAYS_REDACTED
+        # The connection first: a missing or broken one fails the task before the ledger records
+        # an intent, so no retry mistakes it for a call that may have been sent.
+        session, url = self._session()
         call = begin_call(
             target=self.target or self.task_id,
             request=self._request_record(fields),
@@ -129,15 +132,18 @@ class IdempotentHttpOperator(BaseOperator):
                 "Call %s already succeeded (key %s); returning its recorded result.", call.target, call.key
             )
             return call.replayed_result
-        return self._send(call, fields)
+        return self._send(call, session, url, fields)
 
-    def _send(self, call: Call, fields: frozenset[str]) -> Any:
-        import requests
+    def _session(self) -> tuple[requests.Session, str]:
+        """The Airflow HTTP connection's session (base URL, auth, extra headers) and the full URL."""
         from airflow.providers.http.hooks.http import HttpHook
 
         hook = HttpHook(method=self.method, http_conn_id=self.http_conn_id)
-        session = hook.get_conn(headers=dict(self.headers or {}))
-        url = hook.url_from_endpoint(self.endpoint)
+        return hook.get_conn(headers=dict(self.headers or {})), hook.url_from_endpoint(self.endpoint)
+
+    def _send(self, call: Call, session: requests.Session, url: str, fields: frozenset[str]) -> Any:
+        import requests
+
         headers = {self.key_header: call.key}
         sends, deadline_409, last_error = 0, time.monotonic() + self.in_progress_wait, ""
         response: requests.Response | None

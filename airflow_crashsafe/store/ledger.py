@@ -23,6 +23,7 @@ from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import fences
 from airflow_crashsafe.store.dbapi import Db
 from airflow_crashsafe.store.fences import FENCE_TABLE
+from airflow_crashsafe.store.prepared import fetch_text
 
 __all__ = [
     "LEDGER_STATES",
@@ -201,19 +202,20 @@ SELECT %(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(ca
     %(hostname)s, %(pid)s, {token}
 {source}
 ON CONFLICT (idem_key) DO NOTHING
-RETURNING {fields}"""
+RETURNING intent_at"""
 
 # PostgreSQL: the fence token is issued (fences.py's rule, verbatim) and a never-seen key claimed
 # with it in one statement. No row back: no token was issued; (token, NULL): the key exists.
+# Only the claim's time comes back (the caller knows everything else it inserted), as text for
+# store/prepared.py.
 _ISSUE_AND_CLAIM = f"""
 WITH issued AS ({fences._ISSUE}),
-claimed AS ({_INSERT_INTENT.format(token="issued.issued_token", source="FROM issued", fields=_COLUMNS)})
-SELECT issued.issued_token, claimed.* FROM issued LEFT JOIN claimed ON TRUE"""
+claimed AS ({_INSERT_INTENT.format(token="issued.issued_token", source="FROM issued")})
+SELECT issued.issued_token::text, claimed.intent_at::text FROM issued LEFT JOIN claimed ON TRUE"""
 
 # SQLite (no data-modifying CTEs): the token was issued just before; insert only while it is newest.
 _CLAIM_WITH_TOKEN = _INSERT_INTENT.format(
     token="%(token)s",
-    fields=_COLUMNS,
     source=f"WHERE EXISTS (SELECT 1 FROM {FENCE_TABLE} WHERE dag_id = %(dag_id)s"
     " AND task_id = %(task_id)s AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s"
     " AND target = %(target)s AND issued_token = %(token)s)",
@@ -255,28 +257,55 @@ def claim_new(
         }
     )
     if db.dialect.is_postgres:
-        row = _issue_and_claim(db, params)
-        if row is None:
+        rows = _issue_and_claim(db, params)
+        if not rows:
             return _why_not_issued(db, slot, fence_target, attempt), None
-        token, claimed = int(row[0]), (None if row[1] is None else row[1:])
+        token, intent_at = int(str(rows[0][0])), rows[0][1]
     else:
         issue = fences.issue_token(db, slot, fence_target, attempt)
         if issue.token is None:
             return issue, None
         token = issue.token
-        claimed = db.execute_alone(_CLAIM_WITH_TOKEN, params | {"token": token}).fetchone()
-    return fences.Issue(token=token), None if claimed is None else _entry(claimed)
+        claimed = db.fetch_alone(_CLAIM_WITH_TOKEN, params | {"token": token})
+        intent_at = claimed[0][0] if claimed else None
+    if intent_at is None:
+        return fences.Issue(token=token), None
+    entry = LedgerEntry(
+        idem_key=key,
+        dag_id=slot.dag_id,
+        task_id=slot.task_id,
+        map_index=slot.map_index,
+        slot_partition=slot.partition,
+        target=target,
+        version=version,
+        fingerprint=fingerprint,
+        request=request,
+        state="intent",
+        send_count=1,
+        replay_count=0,
+        run_id=attempt.run_id,
+        try_number=attempt.try_number,
+        ti_id=attempt.ti_id,
+        hostname=attempt.hostname,
+        pid=attempt.pid,
+        token=token,
+        response_status=None,
+        result=None,
+        error=None,
+        intent_at=str(intent_at),
+        outcome_at=None,
+    )
+    return fences.Issue(token=token), entry
 
 
-def _issue_and_claim(db: Db, params: dict[str, Any]) -> tuple[Any, ...] | None:
+def _issue_and_claim(db: Db, params: dict[str, Any]) -> list[tuple[str | None, ...]]:
     try:
-        row: tuple[Any, ...] | None = db.execute_alone(_ISSUE_AND_CLAIM, params).fetchone()
+        return fetch_text(db, _ISSUE_AND_CLAIM, params)
     except Exception as exc:
         if getattr(exc, "sqlstate", None) != "42P01":  # undefined table: the fence table is lazy
             raise
         fences.ensure_fence_table(db)
-        row = db.execute_alone(_ISSUE_AND_CLAIM, params).fetchone()
-    return row
+        return fetch_text(db, _ISSUE_AND_CLAIM, params)
 
 
 def _why_not_issued(db: Db, slot: Slot, fence_target: str, attempt: Attempt) -> fences.Issue:
@@ -296,19 +325,24 @@ def record_outcome_and_commit(
     fence: tuple[str, dict[str, Any]] | None,
     **outcome: Any,
 ) -> None:
-    """Record the outcome and, for a success, the fence commit: one statement on PostgreSQL.
+    """Record the outcome and, for a success, the fence commit.
 
     ``fence`` is :func:`airflow_crashsafe.store.fences.commit_statement`'s pair, or None.
-    The caller runs this in autocommit (PostgreSQL) or inside a transaction (SQLite).
+    PostgreSQL: one autocommitted statement (the caller holds no transaction open). SQLite: two,
+    inside the caller's transaction.
     """
-    if fence is None or not db.dialect.is_postgres:
-        record_outcome(db, key, **outcome)
+    update, params = _outcome_statement(key, **outcome)
+    if not db.dialect.is_postgres:
+        db.execute(update, params)
         if fence is not None:
             db.execute(*fence)
         return
+    if fence is None:
+        fetch_text(db, update, params)
+        return
     fence_sql, fence_params = fence
-    update, params = _outcome_statement(key, **outcome)
-    db.execute(
+    fetch_text(
+        db,
         f"WITH outcome AS ({update} RETURNING 1) {fence_sql} AND EXISTS (SELECT 1 FROM outcome)",
         params | fence_params,
     )

@@ -222,3 +222,20 @@ def test_fail_policy_still_retries_a_refused_connection(
     with store.transaction() as db:
         (entry,) = ledger.list_entries(db)
     assert entry.send_count == 3
+
+
+def test_a_missing_connection_fails_before_any_intent_is_recorded(
+    store: Store, naive_vendor: NaiveVendor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task whose HTTP connection does not exist records nothing, so its retry is not 'unknown'."""
+    from airflow_crashsafe.effects.keys import idempotency_key
+    from airflow_crashsafe.store import ledger
+
+    with pytest.raises(Exception, match="no_such_vendor"):
+        push(http_conn_id="no_such_vendor", on_unknown_outcome="fail").execute(ctx(1))
+    key = idempotency_key("push_payment", context=ctx(1))
+    with store.transaction() as db:
+        assert ledger.get_entry(db, key) is None
+    # The retry, with the connection fixed, sends once even under on_unknown_outcome="fail".
+    push(on_unknown_outcome="fail").execute(ctx(2))
+    assert naive_vendor.bookings == 1
