@@ -21,6 +21,7 @@ __all__ = [
     "embedded_store_path",
     "in_flight_wait_seconds",
     "ledger_retention_days",
+    "ledger_spin_wait_ms",
     "on_kill_unit",
     "reset_cache",
     "store_conn_id",
@@ -60,6 +61,15 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "float",
         "example": "15",
         "default": "15",
+        "version_added": "0.1.0",
+    },
+    "ledger_spin_wait_ms": {
+        "description": "How long a process waits on the CPU for the store's answer to one of the "
+        "ledger's two per-call statements before it sleeps. A local store answers well within it, and "
+        "on virtual machines a CPU that went idle runs slower for a while after. 0 always sleeps.",
+        "type": "float",
+        "example": "0",
+        "default": "2",
         "version_added": "0.1.0",
     },
     "adopt_in_flight": {
@@ -203,6 +213,12 @@ def in_flight_wait_seconds() -> float:
 
 
 @functools.cache
+def ledger_spin_wait_ms() -> float:
+    """How long a ledger statement's answer is awaited on the CPU before sleeping, in ms."""
+    return max(0.0, float(_get("ledger_spin_wait_ms")))
+
+
+@functools.cache
 def adopt_in_flight() -> bool:
     """Whether re-runs adopt a predecessor's in-flight unit by default."""
     return _truthy(_get("adopt_in_flight"))
@@ -252,6 +268,7 @@ def reset_cache() -> None:
         embedded_store_path,
         ledger_retention_days,
         in_flight_wait_seconds,
+        ledger_spin_wait_ms,
         adopt_in_flight,
         adoption_timeout_seconds,
         on_kill_unit,

@@ -19,10 +19,12 @@ from __future__ import annotations
 import functools
 import re
 import select
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_crashsafe import config
 from airflow_crashsafe.store.dbapi import Db
 
 __all__ = ["fetch_text"]
@@ -68,17 +70,24 @@ def fetch_text(db: Db, sql: str, params: Mapping[str, Any]) -> Rows:
     if pgconn.transaction_status != pq.TransactionStatus.IDLE:
         return _general(db, sql, params)
     shape = _shape(sql)
-    values = [params[name] for name in shape.names]
-    if any(value is not None and type(value) not in (str, int) for value in values):
-        return _general(db, sql, params)
-    types = tuple(_INT8_OID if type(value) is int else _UNKNOWN_OID for value in values)
+    encoded: list[bytes | None] = []
+    oids: list[int] = []
+    for value in (params[name] for name in shape.names):
+        if value is None or type(value) is str:
+            encoded.append(value if value is None else value.encode())
+            oids.append(_UNKNOWN_OID)
+        elif type(value) is int:
+            encoded.append(str(value).encode())
+            oids.append(_INT8_OID)
+        else:
+            return _general(db, sql, params)
+    types = tuple(oids)
     with raw.lock:
         name = db.prepared.get((sql, types))
         if name is None:
             name = f"crashsafe_{len(db.prepared) + 1}".encode()
             _check(_run(db, lambda: pgconn.send_prepare(name, shape.text, param_types=types)))
             db.prepared[(sql, types)] = name
-        encoded = [None if value is None else str(value).encode() for value in values]
         result = _run(db, lambda: pgconn.send_query_prepared(name, encoded))
     try:
         _check(result)
@@ -102,11 +111,17 @@ def _general(db: Db, sql: str, params: Mapping[str, Any]) -> Rows:
 def _run(db: Db, send: Any) -> Any:
     """Send with ``send()`` and wait for the one result; a wait cut short closes the connection.
 
+    The wait spins for up to ``[crashsafe] ledger_spin_wait_ms`` before it sleeps: a local server
+    answers well within that, and on a virtual machine a CPU that went idle runs the next few
+    hundred microseconds of code measurably slower (``benchmarks/ledger.py`` shows 0.1-0.2 ms per
+    call). Set it to 0 to always sleep.
+
     An exception while waiting (a signal handler raising, the server going away) leaves the
     statement's answer unread on the wire, and the connection unusable: it is closed, so the store
     opens a new one at its next use. The statement itself commits or not on the server either way.
     """
     pgconn = db.raw.pgconn
+    spin_seconds = config.ledger_spin_wait_ms() / 1000.0
     try:
         send()
         poller = select.poll()
@@ -116,6 +131,7 @@ def _run(db: Db, send: Any) -> Any:
             poller.poll()
         poller.modify(pgconn.socket, select.POLLIN)
         first = None
+        spin_until = time.perf_counter() + spin_seconds
         while True:
             pgconn.consume_input()
             while not pgconn.is_busy():
@@ -123,7 +139,9 @@ def _run(db: Db, send: Any) -> Any:
                 if result is None:
                     return first
                 first = first if first is not None else result
-            poller.poll()
+            # Stay on the CPU for a short while before sleeping: poll(0) returns at once (and lets
+            # other threads run); the process only sleeps once the answer is slower than that.
+            poller.poll(0 if time.perf_counter() < spin_until else None)
     except BaseException:
         db.close()
         raise

@@ -162,3 +162,17 @@ def test_sqlite_takes_the_general_path(sqlite_url: str) -> None:
         assert rows == [("1", "s", "4")]
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("spin_ms", ["0", "2"])
+def test_an_answer_slower_than_the_spin_is_still_awaited(
+    db: Db, spin_ms: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[crashsafe] ledger_spin_wait_ms`` only decides how the wait starts, never its outcome."""
+    from airflow_crashsafe import config
+
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__LEDGER_SPIN_WAIT_MS", spin_ms)
+    config.reset_cache()
+    began = time.monotonic()
+    assert fetch_text(db, "SELECT pg_sleep(%(s)s)::text || 'done'", {"s": 0.05}) == [("done",)]
+    assert time.monotonic() - began >= 0.05
