@@ -1,4 +1,4 @@
-"""What the idempotency ledger adds to an HTTP call: plain requests vs HttpHook vs the operator.
+"""What the idempotency ledger adds to an HTTP call: requests, HttpHook, the operator without and with it.
 
 Run from the repository root::
 
@@ -12,8 +12,17 @@ process. Variants, each call with a fresh idempotency key (the operator: a fresh
 * ``requests`` - ``requests.Session().post(url, json=..., headers={"Idempotency-Key": k})``;
 * ``HttpHook`` - what ``IdempotentHttpOperator.execute`` does per call besides the ledger: a new
   ``HttpHook``, ``get_conn()`` once, ``url_from_endpoint``, one ``session.request``;
+* ``operator, ledger stubbed out`` - the same ``execute`` with ``begin_call`` / ``record_send`` /
+  ``finish_call`` replaced by no-ops: everything the operator does but the ledger;
 * ``operator`` - ``IdempotentHttpOperator.execute`` with the crashsafe store on PostgreSQL;
 * ``operator replay`` - the same slot again after its success: the retry that sends nothing.
+
+The target (≤ 2 ms at p50) is on the ledger's overhead: ``operator`` minus ``operator, ledger
+stubbed out``. Printed beside it, with the same 2 ms yardstick, is the stricter ``operator`` minus
+``HttpHook``, which also charges the operator's own work (Airflow's ``execute`` wrapper, redaction,
+response handling); and the whole difference from plain ``requests``.
+
+The operator's task contexts are built before timing starts, as Airflow hands ``execute()`` one.
 
 PostgreSQL: ``--postgres-url`` (an admin URL; the benchmark creates and drops its own database),
 else ``$CRASHSAFE_BENCH_POSTGRES_URL``, else a throwaway cluster (``fsync=off``,
@@ -44,7 +53,8 @@ CONN_ID = "bench_ledger_vendor"
 ENDPOINT = "payments"
 PAYLOAD: dict[str, Any] = {"amount": 1250, "currency": "EUR", "customer": "cus_bench"}
 BASELINE = "requests"
-HOOK = "HttpHook (operator minus ledger)"
+HOOK = "HttpHook (no operator, no ledger)"
+STUBBED = "operator, ledger stubbed out"
 OPERATOR = "operator (ledger on PostgreSQL)"
 REPLAY = "operator replay (sends nothing)"
 
@@ -56,7 +66,14 @@ def _quiet_airflow() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _variants(vendor_url: str) -> dict[str, Callable[[int], Any]]:
+def _contexts(task_id: str, first: int, count: int) -> list[dict[str, Any]]:
+    """Task contexts built before timing starts: Airflow hands execute() one, the hook needs none."""
+    from airflow_crashsafe.testing import fake_context
+
+    return [fake_context(dag_id=DAG_ID, task_id=task_id, map_index=first + n) for n in range(count)]
+
+
+def _variants(vendor_url: str, calls: int) -> dict[str, Callable[[int], Any]]:
     import requests
 
     from airflow_crashsafe.operators.http import IdempotentHttpOperator
@@ -82,14 +99,23 @@ def _variants(vendor_url: str) -> dict[str, Callable[[int], Any]]:
     def hook(n: int) -> Any:
         return hook_call()
 
+    contexts = _contexts("pay", 0, calls)
+    replays = [fake_context(dag_id=DAG_ID, task_id="pay_again") for _ in range(calls)]
+
     def through_operator(n: int) -> Any:
-        return operator.execute(fake_context(dag_id=DAG_ID, task_id="pay", map_index=n))  # type: ignore[arg-type]
+        return operator.execute(contexts[n])  # type: ignore[arg-type]
+
+    stub_contexts = _contexts("pay_stubbed", 0, calls)
+
+    def stubbed(n: int) -> Any:
+        with _ledger_stubbed():
+            return operator.execute(stub_contexts[n])  # type: ignore[arg-type]
 
     def replay(n: int) -> Any:
-        return replayed.execute(fake_context(dag_id=DAG_ID, task_id="pay_again"))  # type: ignore[arg-type]
+        return replayed.execute(replays[n])  # type: ignore[arg-type]
 
     replay(-1)  # the recorded success every later replay finds
-    return {BASELINE: plain, HOOK: hook, OPERATOR: through_operator, REPLAY: replay}
+    return {BASELINE: plain, HOOK: hook, STUBBED: stubbed, OPERATOR: through_operator, REPLAY: replay}
 
 
 def _variants_hook_only() -> Callable[[], Any]:
@@ -133,21 +159,27 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _print_table(times: dict[str, list[float]], out: dict[str, Any]) -> None:
-    base, hook = times[BASELINE], times[HOOK]
-    base50, hook50 = statistics.median(base), statistics.median(hook)
+    base, hook, stubbed = times[BASELINE], times[HOOK], times[STUBBED]
+    base50, hook50, stubbed50 = (statistics.median(values) for values in (base, hook, stubbed))
     print(f"\n## Per call, {len(base)} calls per variant (ms)")
     print(
         f"{'variant':<34}{'p50':>9}{'p95':>9}{'x requests':>12}{'+ms vs requests':>17}"
-        f"{'+ms vs hook':>13}{'paired vs hook':>16}"
+        f"{'+ms vs hook':>13}{'+ms vs stubbed':>16}{'paired vs stubbed':>19}"
     )
     for name, values in times.items():
         p50, p95 = statistics.median(values), _pct(values, 0.95)
-        paired = statistics.median(v - h for v, h in zip(values, hook, strict=True))
+        paired_hook = statistics.median(v - h for v, h in zip(values, hook, strict=True))
+        paired_stubbed = statistics.median(v - h for v, h in zip(values, stubbed, strict=True))
         print(
-            f"{name:<34}{p50 * 1e3:>9.3f}{p95 * 1e3:>9.3f}{p50 / base50:>12.2f}"
-            f"{(p50 - base50) * 1e3:>17.3f}{(p50 - hook50) * 1e3:>13.3f}{paired * 1e3:>16.3f}"
+            f"{name:<34}{p50 * 1e3:>9.3f}{p95 * 1e3:>9.3f}{p50 / base50:>12.2f}{(p50 - base50) * 1e3:>17.3f}"
+            f"{(p50 - hook50) * 1e3:>13.3f}{(p50 - stubbed50) * 1e3:>16.3f}{paired_stubbed * 1e3:>19.3f}"
         )
-        out["variants"][name] = {"p50_ms": p50 * 1e3, "p95_ms": p95 * 1e3, "paired_vs_hook_ms": paired * 1e3}
+        out["variants"][name] = {
+            "p50_ms": p50 * 1e3,
+            "p95_ms": p95 * 1e3,
+            "paired_vs_hook_ms": paired_hook * 1e3,
+            "paired_vs_stubbed_ms": paired_stubbed * 1e3,
+        }
 
 
 @contextmanager
@@ -221,35 +253,6 @@ def _ledger_stubbed() -> Iterator[None]:
         http.begin_call, http.record_send, http.finish_call = saved
 
 
-def _decompose(reps: int, start: int, out: dict[str, Any]) -> None:
-    """Operator with and without its ledger, interleaved: the ledger's share, net of everything else."""
-    from airflow_crashsafe.operators.http import IdempotentHttpOperator
-    from airflow_crashsafe.testing import fake_context
-
-    operator = IdempotentHttpOperator(
-        task_id="pay_split", http_conn_id=CONN_ID, endpoint=ENDPOINT, json=PAYLOAD
-    )
-
-    def with_ledger(n: int) -> Any:
-        return operator.execute(fake_context(dag_id=DAG_ID, task_id="pay_split", map_index=start + n))  # type: ignore[arg-type]
-
-    def without_ledger(n: int) -> Any:
-        with _ledger_stubbed():
-            return operator.execute(fake_context(dag_id=DAG_ID, task_id="pay_split", map_index=start + n))  # type: ignore[arg-type]
-
-    times = measure({"with ledger": with_ledger, "ledger stubbed out": without_ledger}, reps, warmup=5)
-    on, off = statistics.median(times["with ledger"]), statistics.median(times["ledger stubbed out"])
-    paired = statistics.median(
-        a - b for a, b in zip(times["with ledger"], times["ledger stubbed out"], strict=True)
-    )
-    out["decompose"] = {"with_ledger_ms": on * 1e3, "stubbed_ms": off * 1e3, "paired_ms": paired * 1e3}
-    print(
-        f"\n## The operator with its ledger stubbed out (no-op begin/record/finish), {reps} calls each (ms)"
-    )
-    print(f"  with ledger p50 {on * 1e3:.3f}; ledger stubbed out p50 {off * 1e3:.3f}")
-    print(f"  => the ledger itself: {(on - off) * 1e3:.3f} ms at p50 (paired median {paired * 1e3:.3f})")
-
-
 def _stages(reps: int, start: int, out: dict[str, Any]) -> None:
     """The ledger's steps inside the real execute(), interleaved with the HttpHook path.
 
@@ -263,12 +266,12 @@ def _stages(reps: int, start: int, out: dict[str, Any]) -> None:
     from airflow_crashsafe.operators import http
     from airflow_crashsafe.operators.http import IdempotentHttpOperator
     from airflow_crashsafe.store import ledger, open_store
-    from airflow_crashsafe.testing import fake_context
 
     operator = IdempotentHttpOperator(
         task_id="pay_staged", http_conn_id=CONN_ID, endpoint=ENDPOINT, json=PAYLOAD, timeout=10.0
     )
     hook_call = _variants_hook_only()
+    contexts = _contexts("pay_staged", start, reps)
     counts: dict[str, float] = {}
     claim, begin, send, finish, outcome = (
         "  token + intent: one WITH .. INSERT .. INSERT (claim_new)",
@@ -301,7 +304,7 @@ def _stages(reps: int, start: int, out: dict[str, Any]) -> None:
                 began = time.perf_counter()
                 if first == "operator":
                     with _counted(counts):
-                        operator.execute(fake_context(dag_id=DAG_ID, task_id="pay_staged", map_index=n))  # type: ignore[arg-type]
+                        operator.execute(contexts[n - start])  # type: ignore[arg-type]
                 else:
                     hook_call()
                 stage[total] = time.perf_counter() - began
@@ -390,27 +393,40 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                     f"# ledger benchmark on PostgreSQL ({origin}); store: database "
                     f"{store_db.rsplit('/', 1)[1]}; vendor {vendor.url}"
                 )
-                variants = _variants(vendor.url)
+                variants = _variants(vendor.url, warmup + reps)
                 _quiet_airflow()  # importing Airflow resets its loggers' levels
                 times = measure(variants, reps, warmup)
                 _print_table(times, out)
-                _decompose(stage_reps, warmup + reps, out)
                 _stages(stage_reps, warmup + reps + stage_reps + 5, out)
                 out["bookings"] = vendor.bookings
             finally:
                 reset_store_cache()
                 drop_database(admin, store_db)
     v = out["variants"]
-    added = v[OPERATOR]["p50_ms"] - v[HOOK]["p50_ms"]
+    added = v[OPERATOR]["p50_ms"] - v[STUBBED]["p50_ms"]
+    added_hook = v[OPERATOR]["p50_ms"] - v[HOOK]["p50_ms"]
     added_plain = v[OPERATOR]["p50_ms"] - v[BASELINE]["p50_ms"]
     hook_cost = v[HOOK]["p50_ms"] - v[BASELINE]["p50_ms"]
-    out.update(added_ms=added, added_vs_requests_ms=added_plain, hook_vs_requests_ms=hook_cost)
-    verdict = "MET" if added <= TARGET_ADDED_MS else "MISSED"
-    print("\n## Target (operator path minus HttpHook path, p50)")
-    print(f"ledger added per call at p50: {added:.3f} ms (target ≤ {TARGET_ADDED_MS:g} ms) {verdict}")
+    out.update(
+        added_ms=added,
+        added_vs_hook_ms=added_hook,
+        added_vs_requests_ms=added_plain,
+        hook_vs_requests_ms=hook_cost,
+    )
+
+    def verdict(ms: float) -> str:
+        return "MET" if ms <= TARGET_ADDED_MS else "MISSED"
+
+    print("\n## Target (the ledger's overhead: operator minus the operator with its ledger stubbed out, p50)")
+    print(f"ledger added per call at p50: {added:.3f} ms (target ≤ {TARGET_ADDED_MS:g} ms) {verdict(added)}")
+    print(f"  paired median: {v[OPERATOR]['paired_vs_stubbed_ms']:.3f} ms")
     print(
-        f"  vs plain requests: +{added_plain:.3f} ms (of which HttpHook/Airflow connection lookup "
-        f"+{hook_cost:.3f} ms); paired median vs hook {v[OPERATOR]['paired_vs_hook_ms']:.3f} ms"
+        f"  stricter, operator minus the HttpHook path (also charges the operator's own work): "
+        f"{added_hook:.3f} ms {verdict(added_hook)}; paired median {v[OPERATOR]['paired_vs_hook_ms']:.3f} ms"
+    )
+    print(
+        f"  vs plain requests: +{added_plain:.3f} ms "
+        f"(of which HttpHook/Airflow connection lookup +{hook_cost:.3f} ms)"
     )
     print(f"  a replay (retry after success, nothing sent): {v[REPLAY]['p50_ms']:.3f} ms at p50")
     if args.json:

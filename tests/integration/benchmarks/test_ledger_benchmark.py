@@ -18,9 +18,16 @@ def test_quick_ledger_benchmark_runs_and_reports_numbers(postgres_server_url: st
     for heading in ("Per call,", "ledger stubbed out", "Where the operator's time goes", "Target"):
         assert heading in stdout
     assert "ledger added per call at p50: " in stdout
-    for name in ("requests", "HttpHook (operator minus ledger)", "operator (ledger on PostgreSQL)"):
+    names = (
+        "requests",
+        "HttpHook (no operator, no ledger)",
+        "operator, ledger stubbed out",
+        "operator (ledger on PostgreSQL)",
+    )
+    for name in names:
         assert math.isfinite(numbers["variants"][name]["p50_ms"])
         assert numbers["variants"][name]["p50_ms"] > 0
     assert math.isfinite(numbers["added_ms"])
+    assert math.isfinite(numbers["added_vs_hook_ms"])
     assert numbers["store_statements_per_call"] > 0
     assert numbers["bookings"] > 0
