@@ -1,17 +1,17 @@
 """The ledger's per-call statements as libpq prepared statements: text parameters in, text out.
 
 Why: on PostgreSQL every external call costs two store round trips, intent before the send and the
-outcome after, and psycopg's general path (a cursor, an adapter per parameter and per column) adds
-about 0.1 ms to each on a CPU that has just waited for a request (``benchmarks/ledger.py``).
+outcome after, and psycopg's general path (a cursor, an adapter per parameter and per column) added
+0.2-0.3 ms to each on a CPU that has just waited for a request (``benchmarks/ledger.py``).
 psycopg documents ``Connection.pgconn`` for driving libpq directly, so here each statement is
 prepared once per connection and then sent with text parameters, its text results read straight
 from libpq. Every column such a statement returns must be text (cast it with ``::text``).
 
 :func:`fetch_text` takes the general path (:meth:`Db.fetch_alone`) whenever the fast one does not
-apply: another driver (psycopg2, sqlite3), a transaction open on the connection, prepared
-statements turned off (psycopg's ``prepare_threshold=None``, as behind PgBouncer in transaction
-mode, or the server no longer knowing the statement), or a parameter that is not text, an integer
-or None.
+apply: another driver (psycopg2, sqlite3), prepared statements turned off (psycopg's
+``prepare_threshold=None``, as behind PgBouncer in transaction mode, or the server no longer
+knowing the statement), or a parameter that is not text, an integer or None. With a transaction
+open on the connection the general path refuses: these statements must commit on their own.
 """
 
 from __future__ import annotations
