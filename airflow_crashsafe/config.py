@@ -48,7 +48,8 @@ OPTIONS: dict[str, dict[str, str | None]] = {
     },
     "ledger_retention_days": {
         "description": "How many days idempotency-ledger entries are kept; `airflow-crashsafe "
-        "ledger prune` deletes older ones. A retry later than this re-sends its call.",
+        "ledger prune` deletes older ones, with their calls' fence rows. A retry later than this "
+        "re-sends its call.",
         "type": "integer",
         "example": "30",
         "default": "30",

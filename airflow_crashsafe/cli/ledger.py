@@ -55,7 +55,11 @@ def _prune(args: argparse.Namespace) -> int:
     cutoff = datetime.now(timezone.utc) - timedelta(days=days)
     with open_store().transaction() as db:
         removed = ledger.prune(db, older_than=cutoff)
-    print(f"pruned {removed} ledger entries older than {days} days")
+        fence_rows = ledger.prune_fences(db, older_than=cutoff)
+    print(
+        f"pruned {removed} ledger entries older than {days} days "
+        f"and {fence_rows} fence rows of calls no longer in the ledger"
+    )
     return 0
 
 

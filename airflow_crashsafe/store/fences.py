@@ -24,6 +24,7 @@ __all__ = [
     "Issue",
     "commit_token",
     "create_tables",
+    "fence_table_exists",
     "is_missing_table",
     "issue_token",
     "read_fence",
@@ -175,6 +176,16 @@ def create_tables(db: Db, ddl: Sequence[str]) -> None:
     except BaseException:
         db.rollback()
         raise
+
+
+def fence_table_exists(db: Db) -> bool:
+    """Whether the fence table was created here yet (it is made at the first token)."""
+    sql = (
+        f"SELECT to_regclass('{FENCE_TABLE}') IS NOT NULL"
+        if db.dialect.is_postgres
+        else f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{FENCE_TABLE}'"
+    )
+    return bool(db.execute(sql).fetchone()[0])
 
 
 def ensure_fence_table(db: Db) -> None:

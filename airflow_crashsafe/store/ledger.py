@@ -35,6 +35,7 @@ __all__ = [
     "latest_version",
     "list_entries",
     "prune",
+    "prune_fences",
     "record_outcome",
     "record_outcome_and_commit",
     "token_is_newest",
@@ -453,3 +454,27 @@ def prune(db: Db, *, older_than: datetime) -> int:
         stamp = older_than.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     cursor = db.execute("DELETE FROM crashsafe_ledger WHERE intent_at < %(stamp)s", {"stamp": stamp})
     return int(cursor.rowcount)
+
+
+_PRUNE_FENCES = f"""
+DELETE FROM {FENCE_TABLE}
+WHERE target LIKE 'ledger:%%' AND issued_at < %(stamp)s
+  AND NOT EXISTS (
+    SELECT 1 FROM crashsafe_ledger l
+    WHERE l.dag_id = {FENCE_TABLE}.dag_id AND l.task_id = {FENCE_TABLE}.task_id
+      AND l.map_index = {FENCE_TABLE}.map_index AND l.slot_partition = {FENCE_TABLE}.slot_partition
+      AND 'ledger:' || l.target = {FENCE_TABLE}.target)"""
+
+
+def prune_fences(db: Db, *, older_than: datetime) -> int:
+    """Delete the fence rows of calls no longer in the ledger, last issued before ``older_than``.
+
+    Each call's slot has a fence row in the store (target ``ledger:<target>``); without this they
+    would outlive the entries :func:`prune` deletes. A row is kept while any entry of its slot and
+    target remains. Returns how many were deleted (0 when no call ever took a token).
+    """
+    # SQLite's CURRENT_TIMESTAMP text, which the fence row's issued_at holds there.
+    stamp: Any = older_than if db.dialect.is_postgres else older_than.strftime("%Y-%m-%d %H:%M:%S")
+    if not fences.fence_table_exists(db):
+        return 0
+    return int(db.execute(_PRUNE_FENCES, {"stamp": stamp}).rowcount)

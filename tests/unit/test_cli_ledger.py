@@ -211,6 +211,22 @@ def _age(store: Store, key: str, days: float) -> None:
         )
 
 
+def _age_fence(store: Store, task_id: str, days: float) -> None:
+    """Move the last token issued for ``task_id``'s call ``days`` into the past (SQLite's format)."""
+    stamp = datetime.now(timezone.utc) - timedelta(days=days)
+    with store.transaction() as db:
+        db.execute(
+            "UPDATE crashsafe_fences SET issued_at = %(at)s WHERE task_id = %(task_id)s",
+            {"at": stamp.strftime("%Y-%m-%d %H:%M:%S"), "task_id": task_id},
+        )
+
+
+def _fenced_tasks(store: Store) -> set[str]:
+    with store.transaction() as db:
+        rows = db.execute("SELECT task_id FROM crashsafe_fences WHERE target LIKE 'ledger:%%'").fetchall()
+    return {str(row[0]) for row in rows}
+
+
 def _keys(store: Store) -> set[str]:
     with store.transaction() as db:
         return {e.idem_key for e in ledger.list_entries(db)}
@@ -230,15 +246,26 @@ def test_prune_removes_only_old_entries(
     days: int,
     removed: str,
 ) -> None:
-    """`ledger prune` deletes entries older than the retention (default 30 days) and keeps the rest."""
+    """`ledger prune` deletes entries older than the retention (default 30 days) and keeps the rest.
+
+    The fence rows of the pruned calls go with them; an old fence row whose entry remains stays.
+    """
     fresh, week_old, old = _succeed("fresh"), _succeed("week_old"), _leave_unknown("old")
     _age(store, week_old, 7)
     _age(store, old, 45)
+    for task_id, age in (("week_old", 7), ("old", 45), ("fresh", 45)):
+        _age_fence(store, task_id, age)
     code, out, _ = run_cli(capsys, "ledger", "prune", *argv)
     assert code == 0
     gone = {old} if removed == "old" else {old, week_old}
-    assert out.splitlines()[-1] == f"pruned {len(gone)} ledger entries older than {days} days"
+    assert out.splitlines()[-1] == (
+        f"pruned {len(gone)} ledger entries older than {days} days "
+        f"and {len(gone)} fence rows of calls no longer in the ledger"
+    )
     assert _keys(store) == {fresh, week_old, old} - gone
+    assert _fenced_tasks(store) == {"fresh", "week_old", "old"} - (
+        {"old"} if removed == "old" else {"old", "week_old"}
+    )
 
 
 def test_prune_with_nothing_old_removes_nothing(
@@ -249,7 +276,9 @@ def test_prune_with_nothing_old_removes_nothing(
     key = _succeed("fresh")
     code, out, _ = run_cli(capsys, "ledger", "prune")
     assert code == 0
-    assert out.splitlines()[-1] == "pruned 0 ledger entries older than 2 days"
+    assert out.splitlines()[-1] == (
+        "pruned 0 ledger entries older than 2 days and 0 fence rows of calls no longer in the ledger"
+    )
     assert _keys(store) == {key}
 
 
