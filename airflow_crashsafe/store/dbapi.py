@@ -85,18 +85,11 @@ class Db:
         A new psycopg cursor per statement costs about 0.1 ms after the process has waited on a
         request (measured in ``benchmarks/ledger.py``); the ledger pays two per external call.
         """
-        cursor = self._hot_cursor
-        if cursor is None:
-            cursor = self._hot_cursor = self.raw.cursor()
-        is_postgres = self.dialect.is_postgres
-        if is_postgres:
-            self.raw.autocommit = True
-        try:
-            cursor.execute(self.dialect.adapt(sql), params or {})
-            return cursor.fetchall() if cursor.description is not None else []
-        finally:
-            if is_postgres:
-                self.raw.autocommit = False
+        if self._hot_cursor is None:
+            self._hot_cursor = self.raw.cursor()
+        with self.autocommit():
+            self._hot_cursor.execute(self.dialect.adapt(sql), params or {})
+            return self._hot_cursor.fetchall() if self._hot_cursor.description is not None else []
 
     def begin(self, *, immediate: bool = True) -> None:
         """Open a transaction.

@@ -261,7 +261,9 @@ def claim_new(
         rows = _issue_and_claim(db, params)
         if not rows:
             return _why_not_issued(db, slot, fence_target, attempt), None
-        token, intent_at = int(str(rows[0][0])), rows[0][1]
+        issued, intent_at = rows[0]
+        assert issued is not None  # the issued CTE's token is never NULL
+        token = int(issued)
     else:
         issue = fences.issue_token(db, slot, fence_target, attempt)
         if issue.token is None:
