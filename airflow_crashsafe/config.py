@@ -1,8 +1,10 @@
 """Small cached accessors for the ``[crashsafe]`` options, one per option.
 
-Nothing is read at import time: each accessor reads Airflow's configuration on first call and
-caches it for the life of the process (``reset_cache()`` drops it, for tests).
-Every option can also be set as ``AIRFLOW__CRASHSAFE__<OPTION>``.
+Every ``[crashsafe]`` option is read here and nowhere else. Nothing is read at import time: each
+accessor reads Airflow's configuration on first call and caches it for the life of the process
+(``reset_cache()`` drops it, for tests). Every option can also be set as
+``AIRFLOW__CRASHSAFE__<OPTION>``. A value that cannot work raises
+:class:`~airflow_crashsafe.errors.ConfigurationError` naming the option and the fix.
 """
 
 from __future__ import annotations
@@ -11,13 +13,22 @@ import functools
 import os
 from pathlib import Path
 
+from airflow_crashsafe.errors import ConfigurationError
+
 __all__ = [
+    "DEFAULT_API_URL",
     "OPTIONS",
     "adopt_in_flight",
     "adoption_timeout_seconds",
+    "alerting_config",
+    "alerting_instance",
+    "alerting_state_dir",
+    "api_conn_id",
+    "api_url",
     "audit_beacon_seconds",
     "audit_enabled",
     "audit_timeout_seconds",
+    "dead_mans_switch_url",
     "embedded_store_path",
     "in_flight_wait_seconds",
     "ledger_retention_days",
@@ -26,6 +37,9 @@ __all__ = [
     "reset_cache",
     "store_conn_id",
 ]
+
+#: Where the api-server is when nothing says otherwise.
+DEFAULT_API_URL = "http://localhost:8080"
 
 #: Options declared in provider info (``config`` section) and read here. Keep the two in step.
 OPTIONS: dict[str, dict[str, str | None]] = {
@@ -191,14 +205,19 @@ def store_conn_id() -> str:
     return _get("conn_id")
 
 
-@functools.cache
-def embedded_store_path() -> Path:
-    """Where the embedded SQLite store lives when no store connection exists."""
-    configured = _get("embedded_path")
+def _under_airflow_home(option: str, name: str) -> Path:
+    """The path an option names, else ``$AIRFLOW_HOME/<name>`` (``~/airflow`` without it)."""
+    configured = _get(option)
     if configured:
         return Path(configured).expanduser()
     home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
-    return Path(home) / "crashsafe.db"
+    return Path(home) / name
+
+
+@functools.cache
+def embedded_store_path() -> Path:
+    """Where the embedded SQLite store lives when no store connection exists."""
+    return _under_airflow_home("embedded_path", "crashsafe.db")
 
 
 @functools.cache
@@ -236,7 +255,7 @@ def on_kill_unit() -> str:
     """Default ``on_kill`` policy for a running unit: "leave" or "cancel"."""
     value = _get("on_kill_unit").strip().lower()
     if value not in {"leave", "cancel"}:
-        raise ValueError(f"[crashsafe] on_kill_unit = {value!r}: set it to 'leave' or 'cancel'.")
+        raise ConfigurationError(f"[crashsafe] on_kill_unit = {value!r}: set it to 'leave' or 'cancel'.")
     return value
 
 
@@ -262,6 +281,79 @@ def audit_beacon_seconds() -> float:
     return float(_get("audit_beacon_seconds"))
 
 
+@functools.cache
+def api_conn_id() -> str:
+    """HTTP connection to Airflow's REST API, for the alerting DAG's checks."""
+    return _get("api_conn_id")
+
+
+@functools.cache
+def dead_mans_switch_url() -> str | None:
+    """URL the alerting DAG pings every run; None when not configured."""
+    return _get("dead_mans_switch_url") or None
+
+
+@functools.cache
+def alerting_config() -> str | None:
+    """The TOML/JSON file of the alerting DAG's sinks; None when not configured."""
+    return _get("alerting_config") or None
+
+
+@functools.cache
+def alerting_state_dir() -> Path:
+    """Where the alerting DAG keeps its incidents and outbox."""
+    return _under_airflow_home("alerting_state_dir", "crashsafe-alerting")
+
+
+@functools.cache
+def alerting_instance() -> str | None:
+    """This Airflow's name in the alerting DAG's alerts; None: derive it from the API host."""
+    return _get("alerting_instance") or None
+
+
+def _absolute(url: str | None) -> str | None:
+    url = (url or "").strip()
+    return url.rstrip("/") if url.startswith(("http://", "https://")) else None
+
+
+def _http_root(url: str, what: str) -> str:
+    root = _absolute(url)
+    if root is None:
+        raise ConfigurationError(
+            f"{what} must start with http:// or https://, got {url!r}: give the api-server's root "
+            "URL as workers reach it, e.g. http://airflow-api:8080"
+        )
+    return root
+
+
+@functools.cache
+def _configured_api_url() -> str:
+    """``[crashsafe] api_url``, else the execution API's root, else ``[api] base_url``, else default.
+
+    A worker already knows how to reach the api-server: the executor hands it ``[core]
+    execution_api_server_url`` (default ``{[api] base_url}/execution/``), so its root is the best
+    guess when ``api_url`` is not set.
+    """
+    configured = _get("api_url")
+    if configured:
+        return _http_root(configured, "[crashsafe] api_url")
+    from airflow.sdk.configuration import conf
+
+    execution = _absolute(conf.get("core", "execution_api_server_url", fallback=None))
+    if execution:
+        return execution.removesuffix("/execution")
+    return _absolute(conf.get("api", "base_url", fallback=None)) or DEFAULT_API_URL
+
+
+def api_url(explicit: str | None = None) -> str:
+    """The api-server's root URL: ``explicit`` (an operator argument), else ``[crashsafe] api_url``,
+    else the root of ``[core] execution_api_server_url``, else ``[api] base_url``, else
+    :data:`DEFAULT_API_URL`."""
+    if explicit:
+        return _http_root(explicit, "api_url")
+    return _configured_api_url()
+
+
 def reset_cache() -> None:
     """Forget cached option values (tests change the environment between cases)."""
     for accessor in (
@@ -276,5 +368,11 @@ def reset_cache() -> None:
         audit_enabled,
         audit_timeout_seconds,
         audit_beacon_seconds,
+        api_conn_id,
+        dead_mans_switch_url,
+        alerting_config,
+        alerting_state_dir,
+        alerting_instance,
+        _configured_api_url,
     ):
         accessor.cache_clear()

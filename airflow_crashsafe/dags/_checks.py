@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from airflow_crashsafe.dags._incidents import Finding, condition, finding, from_watchdog
+from airflow_crashsafe.dags.findings import Finding, condition, finding, from_watchdog
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import parse_timestamp
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from airflow_crashsafe.dags import build_alerting_dag
-from airflow_crashsafe.dags._incidents import condition, finding, fold
+from airflow_crashsafe.dags.findings import condition, finding, fold
 
 T0 = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
 CHECKS = ["ping_dead_mans_switch", "check_heartbeats", "find_stuck_tasks", "reconcile_audit"]

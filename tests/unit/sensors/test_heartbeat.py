@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from airflow_crashsafe.config import api_url, reset_cache
 from airflow_crashsafe.sensors import SchedulerHeartbeatSensor
-from airflow_crashsafe.sensors._config import api_url
 from airflow_crashsafe.sensors.heartbeat import normalize_components, stale_components
 from airflow_crashsafe.watchdog.health import JobRecord, Observation
 
@@ -91,10 +91,13 @@ def test_api_url_order(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
     assert api_url() == "http://localhost:8080"
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
+    reset_cache()  # read once per process; a test changing the environment drops the cache
     assert api_url() == "https://airflow.example.com"
     monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "http://api-svc:8080/sub/execution/")
+    reset_cache()
     assert api_url() == "http://api-svc:8080/sub"
     monkeypatch.setenv("AIRFLOW__CRASHSAFE__API_URL", "http://crashsafe:9")
+    reset_cache()
     assert api_url() == "http://crashsafe:9"
     assert api_url("http://explicit:1/") == "http://explicit:1"
     with pytest.raises(ValueError, match="must start with http"):

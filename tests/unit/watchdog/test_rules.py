@@ -7,8 +7,9 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_crashsafe.alerting.incidents import Incident
 from airflow_crashsafe.watchdog.health import JobRecord, Observation, parse_health
-from airflow_crashsafe.watchdog.rules import Incident, Rules, conditions, evaluate, is_alive
+from airflow_crashsafe.watchdog.rules import Rules, conditions, evaluate, is_alive
 
 T0 = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
 
