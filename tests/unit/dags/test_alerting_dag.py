@@ -9,6 +9,7 @@ import pytest
 
 from airflow_crashsafe.dags import build_alerting_dag
 from airflow_crashsafe.dags.findings import condition, finding, fold
+from airflow_crashsafe.errors import ConfigurationError
 
 T0 = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
 CHECKS = ["ping_dead_mans_switch", "check_heartbeats", "find_stuck_tasks", "reconcile_audit"]
@@ -68,8 +69,8 @@ def test_example_file_is_the_canary_the_watchdog_expects() -> None:
     ],
 )
 def test_bad_settings_fail_at_parse_time(kwargs: dict[str, object], message: str) -> None:
-    """A bad argument raises ValueError when the DAG is built (an import error, not a silent DAG)."""
-    with pytest.raises(ValueError, match=message):
+    """A bad argument raises ConfigurationError when the DAG is built (an import error, not a silent DAG)."""
+    with pytest.raises(ConfigurationError, match=message):
         build_alerting_dag(**kwargs)  # type: ignore[arg-type]
 
 
