@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.options import OPTIONS
 
 __all__ = [
     "DEFAULT_API_URL",
@@ -38,154 +41,10 @@ __all__ = [
     "store_conn_id",
 ]
 
+_N = TypeVar("_N", int, float)
+
 #: Where the api-server is when nothing says otherwise.
 DEFAULT_API_URL = "http://localhost:8080"
-
-#: Options declared in provider info (``config`` section) and read here. Keep the two in step.
-OPTIONS: dict[str, dict[str, str | None]] = {
-    "conn_id": {
-        "description": "Airflow connection of the crashsafe store (PostgreSQL in production). When "
-        "no such connection exists, an embedded SQLite file under $AIRFLOW_HOME is used instead "
-        "(single machine only).",
-        "type": "string",
-        "example": "crashsafe_default",
-        "default": "crashsafe_default",
-        "version_added": "0.1.0",
-    },
-    "embedded_path": {
-        "description": "Path of the embedded SQLite store used when the store connection does not "
-        "exist. Empty means $AIRFLOW_HOME/crashsafe.db.",
-        "type": "string",
-        "example": "/opt/airflow/crashsafe.db",
-        "default": "",
-        "version_added": "0.1.0",
-    },
-    "ledger_retention_days": {
-        "description": "How many days idempotency-ledger entries are kept; `airflow-crashsafe "
-        "ledger prune` deletes older ones, with their calls' fence rows. A retry later than this "
-        "re-sends its call.",
-        "type": "integer",
-        "example": "30",
-        "default": "30",
-        "version_added": "0.1.0",
-    },
-    "in_flight_wait_seconds": {
-        "description": "How long a new attempt waits for an older attempt's external call that the "
-        "ledger shows still in flight (intent recorded, no outcome yet), to adopt its result instead "
-        "of treating the outcome as unknown. Airflow kills a reset attempt within about 10 s.",
-        "type": "float",
-        "example": "15",
-        "default": "15",
-        "version_added": "0.1.0",
-    },
-    "ledger_spin_wait_ms": {
-        "description": "How long a process waits on the CPU for the store's answer to one of the "
-        "ledger's two per-call statements before it sleeps. A local store answers well within it, and "
-        "on virtual machines a CPU that went idle runs slower for a while after. 0 always sleeps.",
-        "type": "float",
-        "example": "0",
-        "default": "2",
-        "version_added": "0.1.0",
-    },
-    "adopt_in_flight": {
-        "description": "Whether a crashsafe SQL write that finds its predecessor's unit still running "
-        "server-side (PostgreSQL) waits for it in the triggerer and adopts its commit instead of "
-        "cancelling it and redoing the work. Operators' adopt_in_flight argument overrides it.",
-        "type": "boolean",
-        "example": "True",
-        "default": "True",
-        "version_added": "0.1.0",
-    },
-    "adoption_timeout_seconds": {
-        "description": "How long a re-run waits for its predecessor's in-flight unit before cancelling "
-        "it and taking the slot over. Operators' adoption_timeout argument overrides it.",
-        "type": "float",
-        "example": "21600",
-        "default": "21600",
-        "version_added": "0.1.0",
-    },
-    "on_kill_unit": {
-        "description": "What on_kill does to a crashsafe SQL write running server-side: leave (it "
-        "commits if still the newest attempt, and a re-run adopts it) or cancel. Operators' "
-        "on_kill_unit argument overrides it.",
-        "type": "string",
-        "example": "leave",
-        "default": "leave",
-        "version_added": "0.1.0",
-    },
-    "audit_enabled": {
-        "description": "Whether the listener records every attempt's start and end in the store.",
-        "type": "boolean",
-        "example": "True",
-        "default": "True",
-        "version_added": "0.1.0",
-    },
-    "audit_timeout_seconds": {
-        "description": "The most an audit event may delay a task; a slower store gets the event "
-        "spooled locally under $AIRFLOW_HOME/crashsafe-spool and delivered later.",
-        "type": "float",
-        "example": "0.5",
-        "default": "0.5",
-        "version_added": "0.1.0",
-    },
-    "audit_beacon_seconds": {
-        "description": "How often a running attempt refreshes its last-seen time, so an attempt "
-        "killed without any hook still shows how long it really ran.",
-        "type": "float",
-        "example": "5",
-        "default": "5",
-        "version_added": "0.1.0",
-    },
-    "api_url": {
-        "description": "Root URL of the api-server as workers reach it, for the heartbeat sensor and the "
-        "alerting DAG. Empty: the root of [core] execution_api_server_url, else [api] base_url, "
-        "else http://localhost:8080.",
-        "type": "string",
-        "example": "http://airflow-api:8080",
-        "default": "",
-        "version_added": "0.1.0",
-    },
-    "api_conn_id": {
-        "description": "HTTP connection to Airflow's REST API (host, login/password or extra "
-        '{"token": ...}) used by the alerting DAG for stuck tasks, audit reconciliation and HA '
-        "replicas; without it those checks are skipped with a warning.",
-        "type": "string",
-        "example": "crashsafe_api",
-        "default": "crashsafe_api",
-        "version_added": "0.1.0",
-    },
-    "dead_mans_switch_url": {
-        "description": "URL the alerting DAG pings every run (healthchecks.io etc.); the external "
-        "monitor pages when the pings stop, even when all of Airflow is down.",
-        "type": "string",
-        "example": "https://hc-ping.com/<uuid>",
-        "default": "",
-        "version_added": "0.1.0",
-    },
-    "alerting_config": {
-        "description": "TOML/JSON file with [[sinks]] (the watchdog's format) through which the alerting DAG "
-        "alerts.",
-        "type": "string",
-        "example": "/etc/crashsafe/alerting.toml",
-        "default": "",
-        "version_added": "0.1.0",
-    },
-    "alerting_state_dir": {
-        "description": "Where the alerting DAG keeps incidents and its alert outbox. Empty means "
-        "$AIRFLOW_HOME/crashsafe-alerting.",
-        "type": "string",
-        "example": "/var/lib/crashsafe",
-        "default": "",
-        "version_added": "0.1.0",
-    },
-    "alerting_instance": {
-        "description": "Name of this Airflow in the alerting DAG's alerts. Empty means <api host>/<dag_id>.",
-        "type": "string",
-        "example": "prod-eu",
-        "default": "",
-        "version_added": "0.1.0",
-    },
-}
 
 
 def _get(option: str) -> str:
@@ -196,7 +55,19 @@ def _get(option: str) -> str:
         from airflow.sdk.configuration import conf
     except ImportError:  # pragma: no cover - only without Airflow (the watchdog never calls this)
         return str(OPTIONS[option]["default"])
-    return str(conf.get("crashsafe", option, fallback=OPTIONS[option]["default"]))
+    value = conf.get("crashsafe", option, fallback=OPTIONS[option]["default"])
+    return str(OPTIONS[option]["default"] if value is None else value)
+
+
+def _number(option: str, parse: Callable[[str], _N]) -> _N:
+    raw = _get(option)
+    try:
+        return parse(raw.strip())
+    except ValueError:
+        raise ConfigurationError(
+            f"[crashsafe] {option} = {raw!r} is not a number: set it (or AIRFLOW__CRASHSAFE__"
+            f"{option.upper()}) to one, e.g. {OPTIONS[option]['example']}"
+        ) from None
 
 
 @functools.cache
@@ -223,19 +94,19 @@ def embedded_store_path() -> Path:
 @functools.cache
 def ledger_retention_days() -> int:
     """Days an idempotency-ledger entry is kept."""
-    return int(_get("ledger_retention_days"))
+    return _number("ledger_retention_days", int)
 
 
 @functools.cache
 def in_flight_wait_seconds() -> float:
     """The most a new attempt waits for an older attempt's in-flight call, in seconds."""
-    return float(_get("in_flight_wait_seconds"))
+    return _number("in_flight_wait_seconds", float)
 
 
 @functools.cache
 def ledger_spin_wait_ms() -> float:
     """How long a ledger statement's answer is awaited on the CPU before sleeping, in ms."""
-    return max(0.0, float(_get("ledger_spin_wait_ms")))
+    return max(0.0, _number("ledger_spin_wait_ms", float))
 
 
 @functools.cache
@@ -247,7 +118,7 @@ def adopt_in_flight() -> bool:
 @functools.cache
 def adoption_timeout_seconds() -> float:
     """Default wait for an in-flight unit before taking over, in seconds."""
-    return float(_get("adoption_timeout_seconds"))
+    return _number("adoption_timeout_seconds", float)
 
 
 @functools.cache
@@ -272,13 +143,13 @@ def audit_enabled() -> bool:
 @functools.cache
 def audit_timeout_seconds() -> float:
     """The most an audit event may delay a task, in seconds."""
-    return float(_get("audit_timeout_seconds"))
+    return _number("audit_timeout_seconds", float)
 
 
 @functools.cache
 def audit_beacon_seconds() -> float:
     """Interval of a running attempt's last-seen refresh, in seconds."""
-    return float(_get("audit_beacon_seconds"))
+    return _number("audit_beacon_seconds", float)
 
 
 @functools.cache

@@ -40,7 +40,7 @@ from airflow_crashsafe.dags._checks import (
 )
 from airflow_crashsafe.dags.findings import Finding, condition, finding, fold
 from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.watchdog.rules import EXPECT_CHOICES
+from airflow_crashsafe.watchdog.rules import check_expectation
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
@@ -84,11 +84,8 @@ class AlertingSettings:
     request_timeout: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("expect_triggerer", "expect_dag_processor"):
-            if getattr(self, name) not in EXPECT_CHOICES:
-                raise ConfigurationError(
-                    f"{name} must be one of {EXPECT_CHOICES}, not {getattr(self, name)!r}: pick one of them"
-                )
+        check_expectation("expect_triggerer", self.expect_triggerer)
+        check_expectation("expect_dag_processor", self.expect_dag_processor)
         if self.threshold_seconds <= 0 or self.request_timeout <= 0:
             raise ConfigurationError(
                 "threshold_seconds and request_timeout must be > 0: give them in seconds, e.g. 30 and 10"

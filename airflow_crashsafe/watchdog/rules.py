@@ -19,11 +19,17 @@ from airflow_crashsafe.alerting.model import Alert
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import JobRecord, Observation
 
-__all__ = ["EXPECT_CHOICES", "VIEW_KEYS", "Rules", "conditions", "evaluate", "is_alive"]
+__all__ = ["EXPECT_CHOICES", "VIEW_KEYS", "Rules", "check_expectation", "conditions", "evaluate", "is_alive"]
 
 EXPECT_CHOICES = ("auto", "yes", "no")
 #: Incidents about the watchdog's view itself; decided even when nothing else can be.
 VIEW_KEYS = ("api_unreachable", "db_unreachable", "metadatabase_unhealthy")
+
+
+def check_expectation(name: str, value: str) -> None:
+    """Whether a component is expected: ``yes``, ``no`` or ``auto`` (when Airflow reports one)."""
+    if value not in EXPECT_CHOICES:
+        raise ConfigurationError(f"{name} must be one of {EXPECT_CHOICES}, not {value!r}: pick one of them")
 
 
 @dataclass(frozen=True)
@@ -42,11 +48,8 @@ class Rules:
     instance: str = "airflow"
 
     def __post_init__(self) -> None:
-        for name in ("expect_triggerer", "expect_dag_processor"):
-            if getattr(self, name) not in EXPECT_CHOICES:
-                raise ConfigurationError(
-                    f"{name} must be one of {EXPECT_CHOICES}, not {getattr(self, name)!r}: pick one of them"
-                )
+        check_expectation("expect_triggerer", self.expect_triggerer)
+        check_expectation("expect_dag_processor", self.expect_dag_processor)
         if self.threshold <= 0 or self.grace < 0 or self.repeat_interval < 0:
             raise ConfigurationError(
                 "threshold must be > 0; grace and repeat_interval >= 0: fix the watchdog's settings"
