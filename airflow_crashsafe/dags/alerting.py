@@ -296,6 +296,7 @@ def build_alerting_dag(
     """
     from airflow.sdk import DAG, TriggerRule, task
 
+    # Every AlertingSettings field, with its default (a unit test keeps the two in step).
     settings = AlertingSettings(
         dag_id=dag_id,
         dead_mans_switch_url=dead_mans_switch_url,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from airflow_crashsafe.dags import build_alerting_dag
+from airflow_crashsafe.dags.alerting import AlertingSettings
 from airflow_crashsafe.dags.findings import condition, finding, fold
 from airflow_crashsafe.errors import ConfigurationError
 
@@ -106,3 +109,11 @@ def test_fold_keeps_incidents_of_checks_that_did_not_look() -> None:
         kept, alerts = fold(incidents, [looked], T0 + timedelta(seconds=60), **kw)
         assert alerts == []
         assert kept == incidents
+
+
+def test_builder_arguments_are_the_settings_fields_with_the_same_defaults() -> None:
+    """build_alerting_dag() takes every AlertingSettings field, defaulting exactly as the settings do."""
+    params = inspect.signature(build_alerting_dag).parameters
+    for field in dataclasses.fields(AlertingSettings):
+        assert field.name in params, field.name
+        assert params[field.name].default == field.default, field.name
