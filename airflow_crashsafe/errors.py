@@ -3,7 +3,8 @@
 ::
 
     CrashsafeError                      base; catch this to catch everything below
-    ├── ConfigurationError              a [crashsafe] option, connection or argument is wrong
+    ├── ConfigurationError              a [crashsafe] option, connection, setting or argument is wrong
+                                        (also a ValueError, so ``except ValueError`` still catches it)
     ├── StoreError                      the crashsafe store cannot be reached or migrated
     ├── FencedOut                       a newer attempt holds the slot; this attempt's write rolled back
     ├── UnsafeWriteError                a write was refused before touching anything
@@ -17,7 +18,12 @@
     └── OutcomeUnknown                  an earlier attempt may have sent the call; not re-sent
 
 Each message says what happened and what to do about it, because the person reading it is
-usually on call at 03:00.
+usually on call at 03:00. Every configuration mistake (an option, a sinks file, a watchdog flag,
+an operator or DAG-builder argument) raises ``ConfigurationError``; a plain ``ValueError`` means
+malformed data from outside (an HTTP answer, a state file) or a programming mistake, never a
+setting to fix.
+
+Importing this module imports nothing else: the watchdog uses it without Airflow installed.
 """
 
 from __future__ import annotations
@@ -43,8 +49,12 @@ class CrashsafeError(Exception):
     """Base class of every error raised by airflow-crashsafe."""
 
 
-class ConfigurationError(CrashsafeError):
-    """A [crashsafe] option, an Airflow connection or an operator argument is wrong."""
+class ConfigurationError(CrashsafeError, ValueError):
+    """A [crashsafe] option, an Airflow connection, a setting or an argument is wrong.
+
+    Also a :class:`ValueError`: a wrong value is what it is, and callers that caught the
+    ``ValueError`` these mistakes once raised keep working.
+    """
 
 
 class StoreError(CrashsafeError):

@@ -7,6 +7,9 @@ Imports no Airflow. Typical use::
     dispatcher = Dispatcher(build_sinks(config["sinks"]), outbox=FileOutbox("/var/lib/x/outbox.jsonl"))
     dispatcher.submit(alert)   # spools, then delivers; failures stay spooled
     dispatcher.deliver()       # call again later to retry what is still pending
+
+Alerts themselves are built by one incident engine, :mod:`airflow_crashsafe.alerting.incidents`
+(grace, repeat, resolve), shared by the watchdog, the alerting DAG and the audit.
 """
 
 from __future__ import annotations

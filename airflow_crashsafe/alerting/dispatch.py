@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from airflow_crashsafe.alerting.model import Alert
 from airflow_crashsafe.alerting.outbox import Entry, MemoryOutbox, Outbox
 from airflow_crashsafe.alerting.sinks import Sink, SinkError
+from airflow_crashsafe.errors import ConfigurationError
 
 __all__ = ["DeliveryReport", "Dispatcher"]
 
@@ -58,7 +59,9 @@ class Dispatcher:
         names = [s.name for s in sinks]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"sink names must be unique; repeated: {', '.join(duplicates)}")
+            raise ConfigurationError(
+                f"sink names must be unique; repeated: {', '.join(duplicates)}: give each sink its own name"
+            )
         self.sinks = {s.name: s for s in sinks}
         self.outbox = outbox if outbox is not None else MemoryOutbox()
         self.retry_delay, self.max_backoff, self.max_age = retry_delay, max_backoff, max_age

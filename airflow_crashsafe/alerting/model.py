@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_crashsafe.errors import ConfigurationError
+
 __all__ = ["EVENTS", "SEVERITIES", "Alert", "severity_rank"]
 
 #: Lowest to highest.
@@ -54,9 +56,13 @@ class Alert:
 
     def __post_init__(self) -> None:
         if self.event not in EVENTS:
-            raise ValueError(f"alert event must be one of {EVENTS}, not {self.event!r}")
+            raise ConfigurationError(
+                f"alert event must be one of {EVENTS}, not {self.event!r}: use one of them"
+            )
         if self.severity not in SEVERITIES:
-            raise ValueError(f"alert severity must be one of {SEVERITIES}, not {self.severity!r}")
+            raise ConfigurationError(
+                f"alert severity must be one of {SEVERITIES}, not {self.severity!r}: use one of them"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON body of the generic webhook, and the outbox's stored form."""

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 import requests
 
-from airflow_crashsafe.alerting.model import Alert, severity_rank
+from airflow_crashsafe.alerting.model import SEVERITIES, Alert, severity_rank
+from airflow_crashsafe.errors import ConfigurationError
 
 __all__ = [
     "PAGERDUTY_EVENTS_URL",
@@ -97,7 +98,11 @@ class Sink(ABC):
     def __init__(
         self, *, name: str | None = None, timeout: float = 10.0, retries: int = 2, min_severity: str = "info"
     ) -> None:
-        severity_rank(min_severity)  # raises ValueError on an unknown severity
+        if min_severity not in SEVERITIES:
+            raise ConfigurationError(
+                f"sink {name or self.kind!r}: min_severity must be one of {SEVERITIES}, not "
+                f"{min_severity!r}: pick one of them"
+            )
         self.name = name or self.kind
         self.timeout = float(timeout)
         self.retries = int(retries)
@@ -124,7 +129,9 @@ class _HttpSink(Sink):
     def __init__(self, url: str, *, session: requests.Session | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"sink {self.name!r}: URL must start with http:// or https://")
+            raise ConfigurationError(
+                f"sink {self.name!r}: URL must start with http:// or https://: give the endpoint's full URL"
+            )
         self._url = url
         self._session = session or requests.Session()
 
@@ -202,7 +209,10 @@ class PagerDutySink(_HttpSink):
     def __init__(self, routing_key: str, *, url: str = PAGERDUTY_EVENTS_URL, **kwargs: Any) -> None:
         super().__init__(url, **kwargs)
         if not routing_key:
-            raise ValueError(f"sink {self.name!r}: PagerDuty needs a routing key")
+            raise ConfigurationError(
+                f"sink {self.name!r}: PagerDuty needs a routing key: give the integration key of an "
+                "Events API v2 service"
+            )
         self._routing_key = routing_key
 
     def _secrets(self) -> Sequence[str]:
@@ -246,7 +256,9 @@ class EmailSink(Sink):
     ) -> None:
         super().__init__(**kwargs)
         if not recipients:
-            raise ValueError(f"sink {self.name!r}: email needs at least one recipient in 'to'")
+            raise ConfigurationError(
+                f"sink {self.name!r}: email needs at least one recipient: list them in 'to'"
+            )
         self._host, self._port = host, int(port)
         self._sender, self._recipients = sender, list(recipients)
         self._username, self._password = username, password

@@ -1,5 +1,9 @@
 """Alert risky duplicates once per slot, through the same sinks the watchdog uses.
 
+A risky slot is a :class:`~airflow_crashsafe.alerting.incidents.Condition` paged by the shared
+incident engine (:func:`~airflow_crashsafe.alerting.incidents.page_once`): no grace, repeat or
+resolve, because a duplicate run is a fact, not a state that can recover.
+
 The store records each alerted slot (``crashsafe_audit_alerts``) in the transaction that spools the
 alert to the dispatcher's outbox, so a slot is alerted once however many events or audit passes
 see it, and an alert decided is never lost (the outbox retries delivery).
@@ -11,6 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 
 from airflow_crashsafe.alerting import Alert, Dispatcher
+from airflow_crashsafe.alerting.incidents import Condition, page_once
 from airflow_crashsafe.audit.classify import RISKS, SlotReport
 from airflow_crashsafe.audit.records import claim_alert
 from airflow_crashsafe.store.store import Store
@@ -35,14 +40,11 @@ def alert_for(report: SlotReport, *, now: datetime | None = None) -> Alert:
     overlap = f" (overlap {report.overlap_seconds:.1f} s)" if report.overlap_seconds else ""
     mapped = f"[{report.map_index}]" if report.map_index >= 0 else ""
     slot = f"{report.dag_id}.{report.task_id}{mapped} @ {report.partition}"
-    return Alert(
-        dedup_key=f"crashsafe-duplicate:{report.dag_id}:{report.task_id}:{report.map_index}:{report.partition}",
-        event="trigger",
+    risky = Condition(
+        key=f"{report.dag_id}:{report.task_id}:{report.map_index}:{report.partition}",
         severity=_SEVERITY.get(report.risk, "warning"),
         summary=f"Unprotected task ran {len(report.executions)} times: {slot} - {kinds}{overlap}",
-        source="airflow-crashsafe audit",
         began_at=report.reruns[0].later.started_at,
-        at=now,
         details={
             "dag_id": report.dag_id,
             "task_id": report.task_id,
@@ -57,6 +59,7 @@ def alert_for(report: SlotReport, *, now: datetime | None = None) -> Alert:
             "it fenced or ledgered (crashsafe operators), or mark it replay_safe if re-running is harmless.",
         },
     )
+    return page_once(risky, now, source="airflow-crashsafe audit", dedup_prefix="crashsafe-duplicate")
 
 
 def alert_risky(

@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from airflow_crashsafe.dags._incidents import Finding, condition, finding, from_watchdog
-from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.dags.findings import Finding, condition, finding, from_watchdog
 from airflow_crashsafe.watchdog.health import parse_timestamp
 
 __all__ = ["ApiAccess", "check_heartbeats", "find_stuck_tasks", "ping_dead_mans_switch", "run_reconcile"]
@@ -159,7 +158,7 @@ def find_stuck_tasks(
             params["start_date_lte"] = cutoff.isoformat()
         try:
             body = client.get(TASK_INSTANCES, params) or {}
-        except (requests.RequestException, ValueError, ConfigurationError) as exc:
+        except (requests.RequestException, ValueError) as exc:  # ConfigurationError is a ValueError
             summary = f"Stuck-task check could not read the REST API: {exc}"
             log.warning("%s", summary)
             cond = condition("api_error", "warning", summary, details={"error": str(exc)})

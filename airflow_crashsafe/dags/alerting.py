@@ -1,7 +1,8 @@
 """``build_alerting_dag()``: the in-Airflow alerting DAG, and the canary the watchdog watches.
 
 The watchdog (``airflow-crashsafe watch``) runs outside Airflow and sees what the health endpoint
-says. This DAG adds what only a running Airflow can prove (ARCHITECTURE decision 10):
+says. This DAG adds what only a running Airflow can prove (docs/design.md, "Watchdog and
+alerting"):
 
 * it *is* the canary: every successful run proves a scheduler scheduled it and a worker ran it.
   Point the watchdog at it: ``--canary-dag-id crashsafe_alerting --canary-max-age 600``;
@@ -23,13 +24,13 @@ that a repeat may be sent again from another host).
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow_crashsafe import config
 from airflow_crashsafe.dags._checks import (
     ApiAccess,
     check_heartbeats,
@@ -37,10 +38,9 @@ from airflow_crashsafe.dags._checks import (
     ping_dead_mans_switch,
     run_reconcile,
 )
-from airflow_crashsafe.dags._incidents import Finding, condition, finding, fold
-from airflow_crashsafe.sensors._config import api_url as default_api_url
-from airflow_crashsafe.sensors._config import option
-from airflow_crashsafe.watchdog.rules import EXPECT_CHOICES
+from airflow_crashsafe.dags.findings import Finding, condition, finding, fold
+from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.watchdog.rules import check_expectation
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
@@ -84,11 +84,12 @@ class AlertingSettings:
     request_timeout: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("expect_triggerer", "expect_dag_processor"):
-            if getattr(self, name) not in EXPECT_CHOICES:
-                raise ValueError(f"{name} must be one of {EXPECT_CHOICES}, not {getattr(self, name)!r}")
+        check_expectation("expect_triggerer", self.expect_triggerer)
+        check_expectation("expect_dag_processor", self.expect_dag_processor)
         if self.threshold_seconds <= 0 or self.request_timeout <= 0:
-            raise ValueError("threshold_seconds and request_timeout must be > 0")
+            raise ConfigurationError(
+                "threshold_seconds and request_timeout must be > 0: give them in seconds, e.g. 30 and 10"
+            )
         for name in (
             "grace",
             "repeat_interval",
@@ -98,22 +99,20 @@ class AlertingSettings:
         ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
-                raise ValueError(f"{name} must be a non-negative timedelta, got {value!r}")
+                raise ConfigurationError(
+                    f"{name} must be a non-negative timedelta, got {value!r}: give e.g. timedelta(minutes=1)"
+                )
 
     # -- resolved at run time ------------------------------------------------------------------
 
     def conn_id(self) -> str:
-        return self.api_conn_id or option("api_conn_id", "crashsafe_api")
+        return self.api_conn_id or config.api_conn_id()
 
     def dms_url(self) -> str | None:
-        return self.dead_mans_switch_url or option("dead_mans_switch_url", "") or None
+        return self.dead_mans_switch_url or config.dead_mans_switch_url()
 
     def state_path(self) -> Path:
-        configured = self.state_dir or option("alerting_state_dir", "")
-        if configured:
-            return Path(configured).expanduser()
-        home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
-        return Path(home) / "crashsafe-alerting"
+        return Path(self.state_dir).expanduser() if self.state_dir else config.alerting_state_dir()
 
     def api(self) -> tuple[ApiAccess, ApiAccess | None]:
         """(where the health endpoint is, the authenticated REST API or None without a connection)."""
@@ -124,11 +123,11 @@ class AlertingSettings:
         try:
             conn = BaseHook.get_connection(conn_id)
         except AirflowNotFoundException:
-            return ApiAccess(default_api_url(self.api_url)), None
+            return ApiAccess(config.api_url(self.api_url)), None
         base = self.api_url or _conn_base_url(conn.host, conn.schema, conn.port) or None
         extra = conn.extra_dejson or {}
         access = ApiAccess(
-            default_api_url(base),
+            config.api_url(base),
             token=extra.get("token") or None,
             username=conn.login or None,
             password=conn.password or None,
@@ -137,9 +136,7 @@ class AlertingSettings:
 
     def instance_name(self, api: ApiAccess) -> str:
         return (
-            self.instance
-            or option("alerting_instance", "")
-            or f"{urlsplit(api.base_url).hostname}/{self.dag_id}"
+            self.instance or config.alerting_instance() or f"{urlsplit(api.base_url).hostname}/{self.dag_id}"
         )
 
 
@@ -157,7 +154,7 @@ def build_dispatcher(settings: AlertingSettings) -> Dispatcher:
     ``[[sinks]]``; a ``[watch]`` table is ignored, so the watchdog's file can be shared)."""
     from airflow_crashsafe.alerting import Dispatcher, FileOutbox, build_sinks, load_config_file
 
-    path = settings.sinks_config or option("alerting_config", "")
+    path = settings.sinks_config or config.alerting_config()
     sinks = build_sinks(load_config_file(path).get("sinks", [])) if path else []
     if not sinks:
         log.warning(
@@ -299,6 +296,7 @@ def build_alerting_dag(
     """
     from airflow.sdk import DAG, TriggerRule, task
 
+    # Every AlertingSettings field, with its default (a unit test keeps the two in step).
     settings = AlertingSettings(
         dag_id=dag_id,
         dead_mans_switch_url=dead_mans_switch_url,

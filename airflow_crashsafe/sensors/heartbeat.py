@@ -2,7 +2,8 @@
 
 A heavy task started while the scheduler is dead runs to its end, but nothing after it is
 scheduled, and a scheduler that comes back later than its health-check threshold resets it and
-runs it again (ARCHITECTURE, measured facts). Gating on fresh heartbeats narrows that window.
+runs it again (docs/design.md, "How Airflow behaves on a crash"). Gating on fresh heartbeats
+narrows that window.
 
 Task code cannot use the ORM, so health comes from the api-server's unauthenticated
 ``/api/v2/monitor/health``, read and judged by the watchdog's own code
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 
+from airflow_crashsafe import config
+from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import COMPONENTS, Observation
 
 if TYPE_CHECKING:
@@ -33,22 +36,27 @@ _ALIASES = {"dag-processor": "dag_processor", "dagprocessor": "dag_processor"}
 def normalize_components(components: str | Iterable[str]) -> tuple[str, ...]:
     """``("scheduler", "dag-processor")`` or ``"scheduler,triggerer"`` -> canonical names.
 
-    Raises :class:`ValueError` naming the unknown component and the valid choices.
+    Raises :class:`~airflow_crashsafe.errors.ConfigurationError` naming the unknown component and
+    the valid choices.
     """
     items = components.split(",") if isinstance(components, str) else list(components)
     names: list[str] = []
     for item in items:
         if not isinstance(item, str):
-            raise ValueError(f"components must be names out of {', '.join(COMPONENTS)}, got {item!r}")
+            raise ConfigurationError(
+                f"components must be names out of {', '.join(COMPONENTS)}, got {item!r}: list component names"
+            )
         name = _ALIASES.get(item.strip().lower(), item.strip().lower())
         if name not in COMPONENTS:
-            raise ValueError(
+            raise ConfigurationError(
                 f"unknown component {item!r}: choose from {', '.join(COMPONENTS)} (or 'dag-processor')"
             )
         if name not in names:
             names.append(name)
     if not names:
-        raise ValueError(f"components must name at least one of {', '.join(COMPONENTS)}")
+        raise ConfigurationError(
+            f"components must name at least one of {', '.join(COMPONENTS)}: name what to wait for"
+        )
     return tuple(names)
 
 
@@ -56,9 +64,11 @@ def _threshold(value: Any) -> float:
     try:
         seconds = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"threshold_seconds must be a number of seconds, got {value!r}") from None
+        raise ConfigurationError(
+            f"threshold_seconds must be a number of seconds, got {value!r}: give e.g. 30"
+        ) from None
     if not seconds > 0:
-        raise ValueError(f"threshold_seconds must be > 0, got {value!r}")
+        raise ConfigurationError(f"threshold_seconds must be > 0, got {value!r}: give e.g. 30")
     return seconds
 
 
@@ -144,11 +154,9 @@ class SchedulerHeartbeatSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         """True when every listed component is alive; False (poke again) otherwise."""
-        from airflow_crashsafe.sensors._config import api_url
-
         components = normalize_components(self.components)
         threshold = _threshold(self.threshold_seconds)
-        url = api_url(self.api_url)
+        url = config.api_url(self.api_url)
         observation = read_health(url, timeout=self.request_timeout)
         problems = stale_components(observation, components, threshold)
         if problems:

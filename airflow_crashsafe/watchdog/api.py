@@ -14,6 +14,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 
+from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import (
     COMPONENT_OF_JOB_TYPE,
     HealthFormatError,
@@ -55,7 +56,10 @@ class ApiSource:
         if base.endswith(HEALTH_PATH):
             base = base[: -len(HEALTH_PATH)]
         if not base.startswith(("http://", "https://")):
-            raise ValueError(f"--api-url must start with http:// or https://, got {_safe_url(base_url)!r}")
+            raise ConfigurationError(
+                f"--api-url must start with http:// or https://, got {_safe_url(base_url)!r}: give the "
+                "api-server's root URL, e.g. http://airflow-api:8080"
+            )
         self.base = base
         self.health_url = base + HEALTH_PATH
         self.timeout = timeout

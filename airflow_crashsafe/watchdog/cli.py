@@ -151,34 +151,31 @@ def _build(args: argparse.Namespace) -> Any:
     opts, sink_specs = settings(args)
     db_url = opts["db_url"] or _env(opts["db_url_env"], "--db-url-env")
     source: Source
-    try:
-        if db_url:
-            from airflow_crashsafe.watchdog.db import DbSource
+    if db_url:
+        from airflow_crashsafe.watchdog.db import DbSource
 
-            source = DbSource(db_url, timeout=opts["timeout"], canary_dag_id=opts["canary_dag_id"])
-        else:
-            from airflow_crashsafe.watchdog.api import ApiSource
+        source = DbSource(db_url, timeout=opts["timeout"], canary_dag_id=opts["canary_dag_id"])
+    else:
+        from airflow_crashsafe.watchdog.api import ApiSource
 
-            source = ApiSource(
-                opts["api_url"],
-                timeout=opts["timeout"],
-                token=_env(opts["api_token_env"], "--api-token-env"),
-                username=opts["api_user"],
-                password=_env(opts["api_password_env"], "--api-password-env"),
-                canary_dag_id=opts["canary_dag_id"],
-            )
-        rules = Rules(
-            threshold=opts["threshold"],
-            grace=opts["grace"],
-            repeat_interval=opts["repeat_interval"],
-            expect_triggerer=opts["expect_triggerer"],
-            expect_dag_processor=opts["expect_dag_processor"],
+        source = ApiSource(
+            opts["api_url"],
+            timeout=opts["timeout"],
+            token=_env(opts["api_token_env"], "--api-token-env"),
+            username=opts["api_user"],
+            password=_env(opts["api_password_env"], "--api-password-env"),
             canary_dag_id=opts["canary_dag_id"],
-            canary_max_age=opts["canary_max_age"],
-            instance=opts["instance"] or urlsplit(db_url or opts["api_url"]).hostname or "airflow",
         )
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
+    rules = Rules(
+        threshold=opts["threshold"],
+        grace=opts["grace"],
+        repeat_interval=opts["repeat_interval"],
+        expect_triggerer=opts["expect_triggerer"],
+        expect_dag_processor=opts["expect_dag_processor"],
+        canary_dag_id=opts["canary_dag_id"],
+        canary_max_age=opts["canary_max_age"],
+        instance=opts["instance"] or urlsplit(db_url or opts["api_url"]).hostname or "airflow",
+    )
     if opts["api_user"] and not opts["api_password_env"]:
         raise ConfigurationError("--api-user needs --api-password-env VAR (the password is never a flag)")
     state_dir = Path(

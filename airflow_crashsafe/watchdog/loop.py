@@ -15,10 +15,11 @@ from datetime import datetime, timezone
 from typing import Protocol
 
 from airflow_crashsafe.alerting.dispatch import Dispatcher
+from airflow_crashsafe.alerting.incidents import Incident
 from airflow_crashsafe.alerting.model import Alert
 from airflow_crashsafe.watchdog.health import Observation
 from airflow_crashsafe.watchdog.metrics import MetricsServer, render
-from airflow_crashsafe.watchdog.rules import Incident, Rules, evaluate
+from airflow_crashsafe.watchdog.rules import Rules, evaluate
 from airflow_crashsafe.watchdog.state import StateFile
 
 __all__ = ["Source", "Watchdog", "utcnow"]

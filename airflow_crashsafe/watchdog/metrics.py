@@ -10,8 +10,9 @@ import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from airflow_crashsafe.alerting.incidents import Incident
 from airflow_crashsafe.watchdog.health import COMPONENTS, Observation
-from airflow_crashsafe.watchdog.rules import Incident, Rules, is_alive
+from airflow_crashsafe.watchdog.rules import Rules, is_alive
 
 __all__ = ["MetricsServer", "render"]
 

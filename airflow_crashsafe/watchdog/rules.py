@@ -1,29 +1,35 @@
-"""Pure incident logic: observations over time become open / repeat / resolve alerts.
+"""The watchdog's rules: what is wrong in one observation of Airflow, and how that pages.
 
 Two steps. :func:`conditions` says what is wrong in one observation (nothing here knows about
-time passing). :func:`evaluate` folds that into the open incidents: a condition must last
-``grace`` seconds before it pages (so a scheduler restart inside the grace is silent), an open
-incident repeats every ``repeat_interval`` and resolves when its condition is gone. When the
-watchdog cannot see Airflow (source down, metadata DB unhealthy) only that is known: other
-incidents are neither opened nor resolved until it can see again.
+time passing). :func:`evaluate` folds that into the incidents with the shared incident engine
+(:mod:`airflow_crashsafe.alerting.incidents`: grace, repeat, resolve). When the watchdog cannot
+see Airflow (source down, metadata DB unhealthy) only that is known: other incidents are neither
+opened nor resolved until it can see again. See docs/design.md, "Watchdog and alerting".
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from airflow_crashsafe.alerting.incidents import Condition, Incident, advance
 from airflow_crashsafe.alerting.model import Alert
+from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import JobRecord, Observation
 
-__all__ = ["Condition", "Incident", "Rules", "conditions", "evaluate", "is_alive"]
+__all__ = ["EXPECT_CHOICES", "VIEW_KEYS", "Rules", "check_expectation", "conditions", "evaluate", "is_alive"]
 
 EXPECT_CHOICES = ("auto", "yes", "no")
 #: Incidents about the watchdog's view itself; decided even when nothing else can be.
 VIEW_KEYS = ("api_unreachable", "db_unreachable", "metadatabase_unhealthy")
+
+
+def check_expectation(name: str, value: str) -> None:
+    """Whether a component is expected: ``yes``, ``no`` or ``auto`` (when Airflow reports one)."""
+    if value not in EXPECT_CHOICES:
+        raise ConfigurationError(f"{name} must be one of {EXPECT_CHOICES}, not {value!r}: pick one of them")
 
 
 @dataclass(frozen=True)
@@ -42,48 +48,16 @@ class Rules:
     instance: str = "airflow"
 
     def __post_init__(self) -> None:
-        for name in ("expect_triggerer", "expect_dag_processor"):
-            if getattr(self, name) not in EXPECT_CHOICES:
-                raise ValueError(f"{name} must be one of {EXPECT_CHOICES}")
+        check_expectation("expect_triggerer", self.expect_triggerer)
+        check_expectation("expect_dag_processor", self.expect_dag_processor)
         if self.threshold <= 0 or self.grace < 0 or self.repeat_interval < 0:
-            raise ValueError("threshold must be > 0; grace and repeat_interval >= 0")
+            raise ConfigurationError(
+                "threshold must be > 0; grace and repeat_interval >= 0: fix the watchdog's settings"
+            )
         if self.canary_dag_id and not self.canary_max_age:
-            raise ValueError("a canary DAG needs canary_max_age (seconds its newest success may be old)")
-
-
-@dataclass(frozen=True)
-class Condition:
-    """Something wrong right now. ``min_duration`` extends the grace (e.g. a canary never run)."""
-
-    key: str
-    severity: str
-    summary: str
-    began_at: datetime | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
-    min_duration: float = 0.0
-
-
-@dataclass(frozen=True)
-class Incident:
-    """A condition being tracked: pending (``opened_at`` None) until its grace is over, then open."""
-
-    key: str
-    severity: str
-    summary: str
-    first_seen: datetime
-    began_at: datetime
-    details: Mapping[str, Any]
-    min_duration: float = 0.0
-    opened_at: datetime | None = None
-    last_sent_at: datetime | None = None
-
-    @property
-    def incident_id(self) -> str:
-        """Deterministic, so a watchdog that crashed mid-tick re-derives the same id."""
-        return hashlib.sha256(f"{self.key}|{self.first_seen.isoformat()}".encode()).hexdigest()[:12]
-
-    def dedup_key(self, instance: str) -> str:
-        return f"airflow-crashsafe:{instance}:{self.key}:{self.incident_id}"
+            raise ConfigurationError(
+                "a canary DAG needs canary_max_age: give the seconds its newest success may be old"
+            )
 
 
 def is_alive(job: JobRecord, now: datetime, threshold: float) -> bool:
@@ -192,69 +166,20 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
     return found, True
 
 
-def _alert(incident: Incident, event: str, now: datetime, rules: Rules, extra: Mapping[str, Any]) -> Alert:
-    severity = incident.severity
-    summary = incident.summary if event != "resolve" else f"recovered: {incident.summary}"
-    return Alert(
-        dedup_key=incident.dedup_key(rules.instance),
-        event=event,
-        severity=severity,
-        summary=summary,
-        source=rules.instance,
-        began_at=incident.began_at,
-        at=now,
-        details={**incident.details, "first_seen": incident.first_seen.isoformat(), **extra},
-    )
-
-
-def _repeat_due(incident: Incident, now: datetime, rules: Rules) -> bool:
-    if not rules.repeat_interval or incident.last_sent_at is None:
-        return False
-    return (now - incident.last_sent_at).total_seconds() >= rules.repeat_interval
-
-
 def evaluate(
     incidents: Mapping[str, Incident], observation: Observation, rules: Rules
 ) -> tuple[dict[str, Incident], list[Alert]]:
-    """Fold one observation into the incidents; return the new incidents and the alerts to send."""
-    now = observation.at
+    """Fold one observation into the incidents; return the new incidents and the alerts to send.
+
+    While the watchdog is blind (``seen`` False) only the incidents about its view are judged.
+    """
     active, seen = conditions(observation, rules)
-    result: dict[str, Incident] = {}
-    alerts: list[Alert] = []
-    for key, condition in active.items():
-        incident = incidents.get(key) or Incident(
-            key=key,
-            severity=condition.severity,
-            summary=condition.summary,
-            first_seen=now,
-            began_at=condition.began_at or now,
-            details=dict(condition.details),  # what was true when it was first seen
-            min_duration=condition.min_duration,
-        )
-        if incident.opened_at is None:
-            if (now - incident.first_seen).total_seconds() >= max(rules.grace, incident.min_duration):
-                incident = replace(incident, opened_at=now, last_sent_at=now)
-                alerts.append(_alert(incident, "trigger", now, rules, {}))
-        elif _repeat_due(incident, now, rules):
-            incident = replace(incident, last_sent_at=now)
-            opened = incident.opened_at or now
-            open_for = round((now - opened).total_seconds())
-            alerts.append(_alert(incident, "repeat", now, rules, {"open_for_seconds": open_for}))
-        result[key] = incident
-    for key, incident in incidents.items():
-        if key in active:
-            continue
-        if not seen and key not in VIEW_KEYS:
-            result[key] = incident  # cannot tell: keep as it is
-        elif incident.opened_at is not None:
-            lasted = round((now - incident.began_at).total_seconds())
-            alerts.append(
-                _alert(
-                    incident,
-                    "resolve",
-                    now,
-                    rules,
-                    {"resolved_at": now.isoformat(), "lasted_seconds": lasted},
-                )
-            )
-    return result, alerts
+    return advance(
+        incidents,
+        active,
+        observation.at,
+        grace=rules.grace,
+        repeat_interval=rules.repeat_interval,
+        instance=rules.instance,
+        judged=lambda key: seen or key in VIEW_KEYS,
+    )

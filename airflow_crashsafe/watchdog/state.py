@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_crashsafe.alerting.incidents import Incident
 from airflow_crashsafe.alerting.outbox import atomic_write_text
-from airflow_crashsafe.watchdog.rules import Incident
 
 __all__ = ["StateFile"]
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from airflow_crashsafe.dags import build_alerting_dag
-from airflow_crashsafe.dags._incidents import condition, finding, fold
+from airflow_crashsafe.dags.alerting import AlertingSettings
+from airflow_crashsafe.dags.findings import condition, finding, fold
+from airflow_crashsafe.errors import ConfigurationError
 
 T0 = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
 CHECKS = ["ping_dead_mans_switch", "check_heartbeats", "find_stuck_tasks", "reconcile_audit"]
@@ -68,8 +72,8 @@ def test_example_file_is_the_canary_the_watchdog_expects() -> None:
     ],
 )
 def test_bad_settings_fail_at_parse_time(kwargs: dict[str, object], message: str) -> None:
-    """A bad argument raises ValueError when the DAG is built (an import error, not a silent DAG)."""
-    with pytest.raises(ValueError, match=message):
+    """A bad argument raises ConfigurationError when the DAG is built (an import error, not a silent DAG)."""
+    with pytest.raises(ConfigurationError, match=message):
         build_alerting_dag(**kwargs)  # type: ignore[arg-type]
 
 
@@ -105,3 +109,11 @@ def test_fold_keeps_incidents_of_checks_that_did_not_look() -> None:
         kept, alerts = fold(incidents, [looked], T0 + timedelta(seconds=60), **kw)
         assert alerts == []
         assert kept == incidents
+
+
+def test_builder_arguments_are_the_settings_fields_with_the_same_defaults() -> None:
+    """build_alerting_dag() takes every AlertingSettings field, defaulting exactly as the settings do."""
+    params = inspect.signature(build_alerting_dag).parameters
+    for field in dataclasses.fields(AlertingSettings):
+        assert field.name in params, field.name
+        assert params[field.name].default == field.default, field.name

@@ -6,8 +6,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from airflow_crashsafe.config import api_url, reset_cache
+from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.sensors import SchedulerHeartbeatSensor
-from airflow_crashsafe.sensors._config import api_url
 from airflow_crashsafe.sensors.heartbeat import normalize_components, stale_components
 from airflow_crashsafe.watchdog.health import JobRecord, Observation
 
@@ -32,16 +33,16 @@ def test_components_accept_aliases_strings_and_drop_repeats() -> None:
 
 @pytest.mark.parametrize("bad", [["schedular"], "worker", [], [3]])
 def test_unknown_component_is_a_clear_error(bad: object) -> None:
-    """An unknown or empty component list raises ValueError naming the valid choices."""
-    with pytest.raises(ValueError, match="scheduler, triggerer, dag_processor"):
+    """An unknown or empty component list raises ConfigurationError naming the valid choices."""
+    with pytest.raises(ConfigurationError, match="scheduler, triggerer, dag_processor"):
         normalize_components(bad)  # type: ignore[arg-type]
 
 
 def test_sensor_rejects_bad_input_at_parse_time() -> None:
     """A typo in components or a non-positive threshold fails when the DAG is parsed."""
-    with pytest.raises(ValueError, match="unknown component 'schedular'"):
+    with pytest.raises(ConfigurationError, match="unknown component 'schedular'"):
         SchedulerHeartbeatSensor(task_id="gate", components=["schedular"])
-    with pytest.raises(ValueError, match="threshold_seconds must be > 0"):
+    with pytest.raises(ConfigurationError, match="threshold_seconds must be > 0"):
         SchedulerHeartbeatSensor(task_id="gate", threshold_seconds=0)
 
 
@@ -91,11 +92,14 @@ def test_api_url_order(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
     assert api_url() == "http://localhost:8080"
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
+    reset_cache()  # read once per process; a test changing the environment drops the cache
     assert api_url() == "https://airflow.example.com"
     monkeypatch.setenv("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "http://api-svc:8080/sub/execution/")
+    reset_cache()
     assert api_url() == "http://api-svc:8080/sub"
     monkeypatch.setenv("AIRFLOW__CRASHSAFE__API_URL", "http://crashsafe:9")
+    reset_cache()
     assert api_url() == "http://crashsafe:9"
     assert api_url("http://explicit:1/") == "http://explicit:1"
-    with pytest.raises(ValueError, match="must start with http"):
+    with pytest.raises(ConfigurationError, match="must start with http"):
         api_url("localhost:8080")

@@ -34,6 +34,9 @@ BLOCKER = textwrap.dedent(
         "airflow_crashsafe.watchdog.api",
         "airflow_crashsafe.watchdog.db",
         "airflow_crashsafe.alerting",
+        "airflow_crashsafe.alerting.incidents",
+        "airflow_crashsafe.watchdog.rules",
+        "airflow_crashsafe.errors",
     ],
 )
 def test_module_imports_with_airflow_blocked(module: str) -> None:

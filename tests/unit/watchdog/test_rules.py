@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_crashsafe.alerting.incidents import Incident
+from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import JobRecord, Observation, parse_health
-from airflow_crashsafe.watchdog.rules import Incident, Rules, conditions, evaluate, is_alive
+from airflow_crashsafe.watchdog.rules import Rules, conditions, evaluate, is_alive
 
 T0 = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
 
@@ -120,3 +123,18 @@ def test_default_grace_pages_at_the_first_poll_past_the_threshold() -> None:
     incidents, alerts = evaluate({}, obs(sched(31)), rules)
     assert [(a.event, a.severity) for a in alerts] == [("trigger", "critical")]
     assert incidents["scheduler_dead"].opened_at == T0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"expect_triggerer": "maybe"}, "expect_triggerer must be one of"),
+        ({"grace": -1}, "grace and repeat_interval >= 0"),
+        ({"canary_dag_id": "canary"}, "a canary DAG needs canary_max_age"),
+    ],
+)
+def test_bad_rules_are_configuration_errors(kwargs: dict[str, object], message: str) -> None:
+    """A wrong rule raises ConfigurationError, which old ``except ValueError`` callers still catch."""
+    with pytest.raises(ConfigurationError, match=message) as err:
+        Rules(**kwargs)  # type: ignore[arg-type]
+    assert isinstance(err.value, ValueError)

@@ -1,0 +1,156 @@
+"""The ``[crashsafe]`` options, declared once: name, description, type, example and default.
+
+Provider info publishes this table (so ``airflow config list`` shows the options), the README
+documents it (a test keeps the two in step), and :mod:`airflow_crashsafe.config` reads each
+option through one cached accessor. Data only: nothing here reads configuration.
+"""
+
+from __future__ import annotations
+
+__all__ = ["OPTIONS"]
+
+#: Declared in provider info (``config`` section) and the README; read by :mod:`airflow_crashsafe.config`.
+OPTIONS: dict[str, dict[str, str | None]] = {
+    "conn_id": {
+        "description": "Airflow connection of the crashsafe store (PostgreSQL in production). When "
+        "no such connection exists, an embedded SQLite file under $AIRFLOW_HOME is used instead "
+        "(single machine only).",
+        "type": "string",
+        "example": "crashsafe_default",
+        "default": "crashsafe_default",
+        "version_added": "0.1.0",
+    },
+    "embedded_path": {
+        "description": "Path of the embedded SQLite store used when the store connection does not "
+        "exist. Empty means $AIRFLOW_HOME/crashsafe.db.",
+        "type": "string",
+        "example": "/opt/airflow/crashsafe.db",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "ledger_retention_days": {
+        "description": "How many days idempotency-ledger entries are kept; `airflow-crashsafe "
+        "ledger prune` deletes older ones, with their calls' fence rows. A retry later than this "
+        "re-sends its call.",
+        "type": "integer",
+        "example": "30",
+        "default": "30",
+        "version_added": "0.1.0",
+    },
+    "in_flight_wait_seconds": {
+        "description": "How long a new attempt waits for an older attempt's external call that the "
+        "ledger shows still in flight (intent recorded, no outcome yet), to adopt its result instead "
+        "of treating the outcome as unknown. Airflow kills a reset attempt within about 10 s.",
+        "type": "float",
+        "example": "15",
+        "default": "15",
+        "version_added": "0.1.0",
+    },
+    "ledger_spin_wait_ms": {
+        "description": "How long a process waits on the CPU for the store's answer to one of the "
+        "ledger's two per-call statements before it sleeps. A local store answers well within it, and "
+        "on virtual machines a CPU that went idle runs slower for a while after. 0 always sleeps.",
+        "type": "float",
+        "example": "0",
+        "default": "2",
+        "version_added": "0.1.0",
+    },
+    "adopt_in_flight": {
+        "description": "Whether a crashsafe SQL write that finds its predecessor's unit still running "
+        "server-side (PostgreSQL) waits for it in the triggerer and adopts its commit instead of "
+        "cancelling it and redoing the work. Operators' adopt_in_flight argument overrides it.",
+        "type": "boolean",
+        "example": "True",
+        "default": "True",
+        "version_added": "0.1.0",
+    },
+    "adoption_timeout_seconds": {
+        "description": "How long a re-run waits for its predecessor's in-flight unit before cancelling "
+        "it and taking the slot over. Operators' adoption_timeout argument overrides it.",
+        "type": "float",
+        "example": "21600",
+        "default": "21600",
+        "version_added": "0.1.0",
+    },
+    "on_kill_unit": {
+        "description": "What on_kill does to a crashsafe SQL write running server-side: leave (it "
+        "commits if still the newest attempt, and a re-run adopts it) or cancel. Operators' "
+        "on_kill_unit argument overrides it.",
+        "type": "string",
+        "example": "leave",
+        "default": "leave",
+        "version_added": "0.1.0",
+    },
+    "audit_enabled": {
+        "description": "Whether the listener records every attempt's start and end in the store.",
+        "type": "boolean",
+        "example": "True",
+        "default": "True",
+        "version_added": "0.1.0",
+    },
+    "audit_timeout_seconds": {
+        "description": "The most an audit event may delay a task; a slower store gets the event "
+        "spooled locally under $AIRFLOW_HOME/crashsafe-spool and delivered later.",
+        "type": "float",
+        "example": "0.5",
+        "default": "0.5",
+        "version_added": "0.1.0",
+    },
+    "audit_beacon_seconds": {
+        "description": "How often a running attempt refreshes its last-seen time, so an attempt "
+        "killed without any hook still shows how long it really ran.",
+        "type": "float",
+        "example": "5",
+        "default": "5",
+        "version_added": "0.1.0",
+    },
+    "api_url": {
+        "description": "Root URL of the api-server as workers reach it, for the heartbeat sensor and the "
+        "alerting DAG. Empty: the root of [core] execution_api_server_url, else [api] base_url, "
+        "else http://localhost:8080.",
+        "type": "string",
+        "example": "http://airflow-api:8080",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "api_conn_id": {
+        "description": "HTTP connection to Airflow's REST API (host, login/password or extra "
+        '{"token": ...}) used by the alerting DAG for stuck tasks, audit reconciliation and HA '
+        "replicas; without it those checks are skipped with a warning.",
+        "type": "string",
+        "example": "crashsafe_api",
+        "default": "crashsafe_api",
+        "version_added": "0.1.0",
+    },
+    "dead_mans_switch_url": {
+        "description": "URL the alerting DAG pings every run (healthchecks.io etc.); the external "
+        "monitor pages when the pings stop, even when all of Airflow is down.",
+        "type": "string",
+        "example": "https://hc-ping.com/<uuid>",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "alerting_config": {
+        "description": "TOML/JSON file with [[sinks]] (the watchdog's format) through which the alerting DAG "
+        "alerts.",
+        "type": "string",
+        "example": "/etc/crashsafe/alerting.toml",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "alerting_state_dir": {
+        "description": "Where the alerting DAG keeps incidents and its alert outbox. Empty means "
+        "$AIRFLOW_HOME/crashsafe-alerting.",
+        "type": "string",
+        "example": "/var/lib/crashsafe",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+    "alerting_instance": {
+        "description": "Name of this Airflow in the alerting DAG's alerts. Empty means <api host>/<dag_id>.",
+        "type": "string",
+        "example": "prod-eu",
+        "default": "",
+        "version_added": "0.1.0",
+    },
+}
