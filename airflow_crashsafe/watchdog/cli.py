@@ -137,9 +137,19 @@ def settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, A
     return merged, list(file_data.get("sinks", []))
 
 
-def _build(args: argparse.Namespace) -> Any:
+def _hostname(url: str) -> str | None:
+    """The URL's host, or a ConfigurationError naming the malformed URL (e.g. an unclosed ``[::1``)."""
     from urllib.parse import urlsplit
 
+    try:
+        return urlsplit(url).hostname
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"cannot read a host from {url!r} ({exc}); fix --api-url / --db-url or set --instance"
+        ) from None
+
+
+def _build(args: argparse.Namespace) -> Any:
     from airflow_crashsafe.alerting.config import build_sinks
     from airflow_crashsafe.alerting.dispatch import Dispatcher
     from airflow_crashsafe.alerting.outbox import FileOutbox
@@ -174,7 +184,7 @@ def _build(args: argparse.Namespace) -> Any:
         expect_dag_processor=opts["expect_dag_processor"],
         canary_dag_id=opts["canary_dag_id"],
         canary_max_age=opts["canary_max_age"],
-        instance=opts["instance"] or urlsplit(db_url or opts["api_url"]).hostname or "airflow",
+        instance=opts["instance"] or _hostname(db_url or opts["api_url"]) or "airflow",
     )
     if opts["api_user"] and not opts["api_password_env"]:
         raise ConfigurationError("--api-user needs --api-password-env VAR (the password is never a flag)")

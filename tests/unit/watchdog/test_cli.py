@@ -137,3 +137,9 @@ def test_corrupt_state_is_moved_aside(tmp_path: Path) -> None:
     state.write_text("{not json")
     assert StateFile(state).load() == {}
     assert [p.name.startswith("state.json.corrupt-") for p in tmp_path.iterdir()] == [True]
+
+
+def test_malformed_url_exits_2_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An API URL that cannot be parsed (an unclosed IPv6 bracket) exits 2 naming it, not a traceback."""
+    assert cli.run(parse("--api-url", "http://[::1", "--state-dir", str(tmp_path), "--once")) == 2
+    assert "http://[::1" in capsys.readouterr().err
