@@ -1,6 +1,6 @@
-"""Crash-shaped crashsafe records for the UI's tests and benchmark, written through the real code.
+"""Crash-shaped crashsafe records for the UI's benchmark and tests, written through the real code.
 
-One scheduler crash as Airflow 3.3 plays it (ARCHITECTURE, "What Airflow 3.3 does on a crash"):
+One scheduler crash as Airflow 3.3 plays it (docs/design.md, "How Airflow behaves on a crash"):
 every task starts (try 1, listener start and liveness beacons), the scheduler is SIGKILLed, comes
 back after an outage longer than the health-check threshold and resets them; try 2 starts at once
 while try 1's worker is still alive (its beacons go on until its next heartbeat gets it killed), so
