@@ -1,4 +1,4 @@
-"""Slots and attempts: what must take effect once, and who is trying (ARCHITECTURE decisions 2, 3).
+"""Slots and attempts: what must take effect once, and who is trying (docs/design.md, "Slot", "Attempt").
 
 Both are read from a task's context only through ``context["ti"]`` and ``context["dag_run"]``, so
 any plain mapping of objects with those attributes drives them: tests and benchmarks do exactly that.

@@ -293,7 +293,7 @@ def postgres_admin(url: str | None) -> Iterator[tuple[str, str]]:
     if url:
         yield url, "given server"
         return
-    from tests.support.postgres import start_cluster
+    from airflow_crashsafe.testing.postgres import start_cluster
 
     cluster = start_cluster()
     try:
@@ -399,7 +399,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     quiet = Quiet(args.quiet_cores, args.quiet_wait) if args.quiet_wait > 0 else None
     pairs_1, pairs_big, big, tp_seconds = (30, 6, 10_000, 1.5) if args.quick else (150, 20, 100_000, 8.0)
     pairs_big = args.big_reps or pairs_big
-    from tests.support.postgres import drop_database, make_database
+    from airflow_crashsafe.testing.postgres import drop_database, make_database
 
     out: dict[str, Any] = {"quick": args.quick}
     started = time.monotonic()

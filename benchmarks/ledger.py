@@ -374,7 +374,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     reps = args.reps or (60 if args.quick else 1500)
     warmup = 10 if args.quick else 50
     stage_reps = max(20, reps // 5)
-    from tests.support.postgres import drop_database, make_database
+    from airflow_crashsafe.testing.postgres import drop_database, make_database
 
     out: dict[str, Any] = {"quick": args.quick, "reps": reps, "variants": {}, "stages": {}}
     with tempfile.TemporaryDirectory(prefix="crashsafe-bench-ledger-") as home:

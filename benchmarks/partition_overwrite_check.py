@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="crashsafe-bench-"))
 os.environ["AIRFLOW__CRASHSAFE__EMBEDDED_PATH"] = os.path.join(os.environ["AIRFLOW_HOME"], "store.db")
 
-from tests.support.postgres import drop_database, make_database
+from airflow_crashsafe.testing.postgres import drop_database, make_database
 
 DAY = "2024-01-03"
 SOURCE = (

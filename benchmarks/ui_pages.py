@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_crashsafe.ui.app import create_app
     from airflow_crashsafe.ui.health import JobSpan, outages, scheduler_state
     from airflow_crashsafe.ui.models import ComponentHealth
-    from tests.unit.ui.crash_records import seed_crash
+    from benchmarks.crash_records import seed_crash
 
     store = open_store(args.url or f"sqlite:///{tempfile.mkdtemp(prefix='crashsafe-bench-')}/store.db")
     store.migrate()

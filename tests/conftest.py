@@ -33,7 +33,12 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from airflow_crashsafe.store.store import Store  # noqa: E402
-from tests.support.postgres import PostgresUnavailable, drop_database, make_database, start_cluster  # noqa: E402
+from airflow_crashsafe.testing.postgres import (  # noqa: E402
+    PostgresUnavailable,
+    drop_database,
+    make_database,
+    start_cluster,
+)
 
 
 def _in_ci() -> bool:
@@ -66,9 +71,12 @@ def postgres_server_url() -> Iterator[str]:
     try:
         cluster = start_cluster()
     except PostgresUnavailable as exc:
+        hint = (
+            f"{exc}; `./dev test` installs them, or set CRASHSAFE_TEST_POSTGRES_URL to a server's admin URL"
+        )
         if _in_ci():
-            pytest.fail(f"CI needs PostgreSQL: {exc}", pytrace=False)
-        pytest.skip(str(exc))
+            pytest.fail(f"CI needs PostgreSQL: {hint}", pytrace=False)
+        pytest.skip(hint)
     try:
         yield cluster.admin_url
     finally:

@@ -1,4 +1,4 @@
-"""The ledger protocol every external call follows (ARCHITECTURE decisions 4 and 7).
+"""The ledger protocol every external call follows (docs/design.md, "Ledger" and "Fencing token").
 
 ``begin_call`` takes a fencing token for the call's slot in the crashsafe store (a stale attempt is
 refused before it sends) and, for a key never seen, records intent in the same statement. Any

@@ -1,7 +1,7 @@
-"""Awaiting an older attempt's call that the ledger shows still in flight (issue 7, point 4).
+"""Awaiting an older attempt's call that the ledger shows still in flight, to adopt its result.
 
-After a scheduler reset the old worker keeps running for up to ~10 s (ARCHITECTURE, "What Airflow
-3.3 does on a crash"): its vendor call may be answered and recorded a moment after the new attempt
+After a scheduler reset the old worker keeps running for up to ~10 s (docs/design.md, "How Airflow
+behaves on a crash"): its vendor call may be answered and recorded a moment after the new attempt
 starts. Treating that call's outcome as unknown at once would re-send it (or, with
 ``on_unknown_outcome="fail"``, stop the task); waiting a bounded time for the holder to record
 its outcome lets the new attempt adopt the result instead.

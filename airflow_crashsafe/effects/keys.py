@@ -1,4 +1,4 @@
-"""Idempotency keys (ARCHITECTURE decision 6).
+"""Idempotency keys (docs/design.md, "Idempotency key").
 
 A key is a UUID derived from the slot and the target (and a version the user bumps to send again on
 purpose), so it is the same across retries, scheduler resets, clears and backfills of the same date,

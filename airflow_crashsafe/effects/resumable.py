@@ -2,8 +2,8 @@
 
 Airflow 3.3's ``ResumableJobMixin`` persists a job's id only after ``submit_job`` returns, and its
 docstring names the gap: a worker that dies between the two leaves the next try nothing to
-reconnect to, so it submits the job again. This mixin closes it with the ledger (ARCHITECTURE
-decision 7): intent is recorded under an idempotency key *before* the submission, the key goes to
+reconnect to, so it submits the job again. This mixin closes it with the ledger (docs/design.md,
+"Ledger"): intent is recorded under an idempotency key *before* the submission, the key goes to
 the external system with it (as the job's name or client token), and the job id is recorded
 after. A retry that finds the intent without an id looks the job up by that key and resumes it;
 when the system cannot be queried by key, the retry stops with :class:`OutcomeUnknown` and

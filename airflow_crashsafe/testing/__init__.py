@@ -1,8 +1,28 @@
-"""Test helpers users can build on: real local stand-ins for the systems crashsafe protects."""
+"""Test helpers users can build on: real local stand-ins for the systems crashsafe protects.
+
+:mod:`~airflow_crashsafe.testing.vendor` (payment vendors with and without idempotency keys),
+:mod:`~airflow_crashsafe.testing.http` (an HTTP server answering from your function),
+:mod:`~airflow_crashsafe.testing.postgres` (a throwaway PostgreSQL cluster) and
+:func:`fake_context` (a task context made of plain objects).
+"""
 
 from __future__ import annotations
 
 from airflow_crashsafe.testing.context import fake_context
+from airflow_crashsafe.testing.http import LocalServer, Reply, serve
+from airflow_crashsafe.testing.postgres import PostgresCluster, drop_database, make_database, start_cluster
 from airflow_crashsafe.testing.vendor import KeyHonouringVendor, NaiveVendor, Received
 
-__all__ = ["KeyHonouringVendor", "NaiveVendor", "Received", "fake_context"]
+__all__ = [
+    "KeyHonouringVendor",
+    "LocalServer",
+    "NaiveVendor",
+    "PostgresCluster",
+    "Received",
+    "Reply",
+    "drop_database",
+    "fake_context",
+    "make_database",
+    "serve",
+    "start_cluster",
+]

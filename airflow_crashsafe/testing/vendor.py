@@ -13,33 +13,18 @@ payment was booked once. They listen on 127.0.0.1 in a background thread::
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from airflow_crashsafe.testing.http import LocalServer, Received, Reply
 
 __all__ = ["KeyHonouringVendor", "NaiveVendor", "Received"]
 
 
-@dataclass
-class Received:
-    """One request as the vendor saw it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    at: float = field(default_factory=time.time)
-
-    def json(self) -> Any:
-        return json.loads(self.body or b"null")
-
-
 class _Vendor:
-    """Shared server plumbing; subclasses decide how a request is answered."""
+    """Shared bookkeeping on a :class:`~airflow_crashsafe.testing.http.LocalServer`; subclasses answer."""
 
     key_header = "Idempotency-Key"
 
@@ -52,8 +37,7 @@ class _Vendor:
         #: Status codes to answer instead of processing, one per request, consumed in order.
         self.scripted_statuses: list[int] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server = LocalServer(self._handle)
 
     @property
     def bookings(self) -> int:
@@ -62,33 +46,14 @@ class _Vendor:
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "start the vendor first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url
 
     def start(self) -> _Vendor:
-        vendor = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                vendor._handle(self)
-
-            do_PUT = do_POST
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self._server.stop()
 
     def __enter__(self) -> _Vendor:
         return self.start()
@@ -96,21 +61,18 @@ class _Vendor:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        request = Received(
-            handler.command, handler.path, dict(handler.headers.items()), handler.rfile.read(length)
-        )
+    def _handle(self, request: Received) -> Reply:
+        if request.method not in ("POST", "PUT"):
+            return Reply(501, {"error": f"unsupported method {request.method}"})
         with self._lock:
             self.received.append(request)
             scripted = self.scripted_statuses.pop(0) if self.scripted_statuses else None
         if self.on_request is not None:
             self.on_request(request)
         if scripted is not None:
-            self._reply(handler, scripted, {"error": "scripted"})
-            return
+            return Reply(scripted, {"error": "scripted"})
         status, body = self.answer(request)
-        self._reply(handler, status, body)
+        return Reply(status, body)
 
     def _book(self, request: Received) -> dict[str, Any]:
         if self.processing_seconds:
@@ -119,18 +81,6 @@ class _Vendor:
             self.booked.append(request)
             number = len(self.booked)
         return {"payment_id": f"pay_{number}", "booked": True}
-
-    @staticmethod
-    def _reply(handler: BaseHTTPRequestHandler, status: int, body: Any) -> None:
-        payload = json.dumps(body).encode()
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(payload)))
-            handler.end_headers()
-            handler.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the caller died mid-request: exactly what crash tests do
 
     def answer(self, request: Received) -> tuple[int, Any]:
         raise NotImplementedError

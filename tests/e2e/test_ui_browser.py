@@ -24,8 +24,8 @@ from urllib.parse import quote
 import pytest
 
 from airflow_crashsafe.store.store import open_store
+from benchmarks.crash_records import seed_crash
 from tests.integration.ui.server import MARKUP_TASK, PASSWORDS, Server, boot
-from tests.unit.ui.crash_records import seed_crash
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 

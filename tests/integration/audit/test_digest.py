@@ -12,7 +12,7 @@ from airflow_crashsafe.audit.cli import find_duplicates
 from airflow_crashsafe.audit.events import AttemptEvent, seen
 from airflow_crashsafe.audit.records import apply_event, mark_dirty
 from airflow_crashsafe.store.store import Store
-from tests.unit.ui.crash_records import seed_crash, seed_protection_records
+from benchmarks.crash_records import seed_crash, seed_protection_records
 
 DAGS = ["nightly", "payments"]
 EVER = datetime(2000, 1, 1, tzinfo=timezone.utc)

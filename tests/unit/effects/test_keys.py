@@ -1,4 +1,4 @@
-"""Idempotency keys: stable for one slot and target, different for anything else (decision 6)."""
+"""Idempotency keys: stable for one slot and target, different for anything else."""
 
 from __future__ import annotations
 

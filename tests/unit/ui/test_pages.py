@@ -10,8 +10,8 @@ import pytest
 
 from airflow_crashsafe.ui import EXTERNAL_VIEWS, FASTAPI_APPS, URL_PREFIX
 from airflow_crashsafe.ui.health import JobSpan
+from benchmarks.crash_records import seed_crash, seed_protection_records
 from tests.unit.ui.conftest import UiHarness
-from tests.unit.ui.crash_records import seed_crash, seed_protection_records
 
 MARKUP = "<b onmouseover=x>load</b>"
 

@@ -1,6 +1,6 @@
-"""Crash-shaped crashsafe records for the UI's tests and benchmark, written through the real code.
+"""Crash-shaped crashsafe records for the UI's benchmark and tests, written through the real code.
 
-One scheduler crash as Airflow 3.3 plays it (ARCHITECTURE, "What Airflow 3.3 does on a crash"):
+One scheduler crash as Airflow 3.3 plays it (docs/design.md, "How Airflow behaves on a crash"):
 every task starts (try 1, listener start and liveness beacons), the scheduler is SIGKILLed, comes
 back after an outage longer than the health-check threshold and resets them; try 2 starts at once
 while try 1's worker is still alive (its beacons go on until its next heartbeat gets it killed), so
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.records import apply_event
@@ -33,25 +34,28 @@ class Crash:
     partitions: tuple[str, ...]
 
 
+def _start(key: dict[str, Any], try_number: int, pid: int, ti_id: str, at: datetime) -> AttemptEvent:
+    """The listener's start event of one try on worker-1."""
+    return AttemptEvent(
+        source="listener",
+        **key,
+        try_number=try_number,
+        hostname="worker-1",
+        pid=pid,
+        ti_id=ti_id,
+        clear_number=0,
+        started_at=at,
+        last_seen_at=at,
+        operator=PLAIN_OPERATOR,
+    )
+
+
 def _events(
     dag: str, task: str, run_id: str, part: str, t0: datetime, crash: Crash, n: int
 ) -> list[AttemptEvent]:
     key = {"dag_id": dag, "task_id": task, "map_index": -1, "run_id": run_id, "slot_partition": part}
     pid1, pid2 = 40_000 + 2 * n, 40_001 + 2 * n
-    first = AttemptEvent(
-        source="listener",
-        **key,
-        try_number=1,
-        hostname="worker-1",
-        pid=pid1,
-        ti_id=f"0191-{n:06d}-a",
-        clear_number=0,
-        started_at=t0,
-        last_seen_at=t0,
-        replay_safe=None,
-        operator=PLAIN_OPERATOR,
-    )
-    events = [first]
+    events = [_start(key, 1, pid1, f"0191-{n:06d}-a", t0)]
     # try 1's beacons: every 5 s until its worker is killed 9 s after the reset (stale heartbeat + 5 s).
     beat = t0
     while beat < crash.restarted_at + timedelta(seconds=9):
@@ -64,18 +68,7 @@ def _events(
     start2 = crash.restarted_at + timedelta(seconds=2)
     end2 = start2 + timedelta(seconds=60 + n % 7)
     events += [
-        AttemptEvent(
-            source="listener",
-            **key,
-            try_number=2,
-            hostname="worker-1",
-            pid=pid2,
-            ti_id=f"0191-{n:06d}-b",
-            clear_number=0,
-            started_at=start2,
-            last_seen_at=start2,
-            operator=PLAIN_OPERATOR,
-        ),
+        _start(key, 2, pid2, f"0191-{n:06d}-b", start2),
         AttemptEvent(
             source="listener",
             **key,
