@@ -1,10 +1,11 @@
 """Server-side units of work: the table that names them and the lock that says one is in flight.
 
-ARCHITECTURE decision 12. A crashsafe SQL write on PostgreSQL runs as one statement that completes
-and commits server-side even when the Airflow process that sent it is killed. Before it starts,
-its attempt records the unit here (autocommitted, so every other attempt can see it); while it
-runs, the unit holds a transaction-scoped advisory lock derived from its slot and target; its
-last act, in the same transaction as the write, marks the row committed with its result. So:
+A crashsafe SQL write on PostgreSQL runs as one statement that completes and commits server-side
+even when the Airflow process that sent it is killed (docs/design.md, "Server-side unit and
+adoption"). Before it starts, its attempt records the unit here (autocommitted, so every other
+attempt can see it); while it runs, the unit holds a transaction-scoped advisory lock derived
+from its slot and target; its last act, in the same transaction as the write, marks the row
+committed with its result. So:
 
 - lock held → a unit of the slot is in flight (the row says whose);
 - lock free, row still ``running`` → that unit ended without committing (rolled back, cancelled,
