@@ -23,9 +23,11 @@ __all__ = [
     "CommittedBy",
     "FenceState",
     "Issue",
+    "commit_statement",
     "commit_token",
     "create_tables",
     "fence_table_exists",
+    "holds_statement",
     "is_missing_table",
     "issue_token",
     "read_fence",
@@ -78,6 +80,8 @@ UPDATE {FENCE_TABLE} SET committed_token = %(token)s, committed_try = %(try_numb
     committed_ti_id = %(ti_id)s, committed_host = %(hostname)s, committed_pid = %(pid)s,
     committed_clear_number = %(clear_number)s, committed_at = CURRENT_TIMESTAMP
 WHERE {SLOT_MATCH} AND issued_token = %(token)s"""
+
+_HOLDS = f"SELECT count(*) FROM {FENCE_TABLE} WHERE {SLOT_MATCH} AND issued_token = %(token)s"
 
 _REJECT = f"UPDATE {FENCE_TABLE} SET rejected_count = rejected_count + 1 WHERE {SLOT_MATCH}"
 
@@ -212,6 +216,11 @@ def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
 def commit_statement(slot: Slot, target: str, attempt: Attempt, token: int) -> tuple[str, dict[str, Any]]:
     """The fence-commit UPDATE and its parameters, for callers that fold it into a larger statement."""
     return _COMMIT, slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
+
+
+def holds_statement(slot: Slot, target: str, token: int) -> tuple[str, dict[str, Any]]:
+    """A count that is 1 while ``token`` is still the newest issued, for a unit's start check."""
+    return _HOLDS, slot_params(slot, target) | {"token": token}
 
 
 def commit_token(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) -> bool:

@@ -34,6 +34,7 @@ __all__ = [
     "Unit",
     "cancel_holder",
     "ensure_unit_table",
+    "finish_statement",
     "lock_key",
     "mark_failed",
     "probe",
@@ -84,6 +85,11 @@ LEFT JOIN LATERAL (
     SELECT {_COLUMNS} FROM {UNIT_TABLE}
     WHERE {_SLOT_MATCH} AND state = 'running' ORDER BY started_at DESC LIMIT 1
 ) AS u ON NOT l.free"""
+
+# Run by the unit itself as its last act, with its result (JSON text) as $1.
+_FINISH = f"""
+UPDATE {UNIT_TABLE} SET state = 'committed', result = $1::jsonb, finished_at = clock_timestamp()
+WHERE unit_id = %(unit_id)s"""
 
 _BY_ID = f"SELECT {_COLUMNS} FROM {UNIT_TABLE} WHERE unit_id = %(unit_id)s"
 
@@ -242,6 +248,11 @@ def probe(db: Db, slot: Slot, target: str, *, keep_running: bool = False) -> Pro
         return Probe(free=True, unit=None)
     # Held. Without a running row it is a colliding key's unit (or one committing right now).
     return Probe(free=False, unit=None if row[1] is None else _unit(row[1:]))
+
+
+def finish_statement(unit_id: str) -> tuple[str, dict[str, Any]]:
+    """The statement a unit ends with, marking itself committed with its result (``$1``)."""
+    return _FINISH, {"unit_id": unit_id}
 
 
 def unit_by_id(db: Db, unit_id: str) -> Unit | None:

@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 from airflow_crashsafe.fencing.decision import Run
+from airflow_crashsafe.fencing.runners.client import ClientRunner
+from airflow_crashsafe.fencing.runners.server_unit import ServerUnitRunner
 from airflow_crashsafe.sql.plans import WritePlan
 from airflow_crashsafe.store.dbapi import Db
 
-__all__ = ["Runner", "runner_for"]
+__all__ = ["ClientRunner", "Runner", "ServerUnitRunner", "runner_for"]
 
 P = TypeVar("P")
 
@@ -48,7 +50,4 @@ class Runner(Protocol):
 
 def runner_for(db: Db) -> Runner:
     """The runner of ``db``'s dialect."""
-    from airflow_crashsafe.fencing.runners.client import ClientRunner
-    from airflow_crashsafe.fencing.runners.server_unit import ServerUnitRunner
-
     return ServerUnitRunner(db) if db.dialect.is_postgres else ClientRunner(db)

@@ -26,14 +26,6 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 
-_START_CHECK = (
-    f"SELECT count(*) FROM {fences.FENCE_TABLE} WHERE {fences.SLOT_MATCH} AND issued_token = %(token)s"
-)
-_FINISH = (
-    f"UPDATE {units.UNIT_TABLE} SET state = 'committed', result = $1::jsonb, finished_at = clock_timestamp() "
-    "WHERE unit_id = %(unit_id)s"
-)
-
 
 class ServerUnitRunner:
     """The write as one unit built by ``plan.unit(program, db, prepared)``.
@@ -61,14 +53,11 @@ class ServerUnitRunner:
         with db.autocommit():  # what the plan reads must not leave a transaction open
             plan.unit(program, db, prepared)
         self.unit_id = unit_id = units.record_start(db, slot, target, attempt, token)
-        commit_sql, commit_params = fences.commit_statement(slot, target, attempt, token)
         block = program.render(
             lock_sql=units.lock_key(slot, target).sql(),
-            start_check_sql=render_sql(
-                db, _START_CHECK, {**fences.slot_params(slot, target), "token": token}
-            ),
-            commit_sql=render_sql(db, commit_sql, commit_params),
-            finish_sql=render_sql(db, _FINISH, {"unit_id": unit_id}),
+            start_check_sql=render_sql(db, *fences.holds_statement(slot, target, token)),
+            commit_sql=render_sql(db, *fences.commit_statement(slot, target, attempt, token)),
+            finish_sql=render_sql(db, *units.finish_statement(unit_id)),
         )
 
         def fenced_out(stage: str) -> Exception:
