@@ -85,6 +85,7 @@ class FencedSQLBase(BaseOperator):
         raise NotImplementedError
 
     def execute(self, context: Context) -> dict[str, Any]:
+        """Write once per slot; the result says what was written, skipped or adopted."""
         return self._write(context, Resume())
 
     def resume_after_unit(
@@ -98,6 +99,7 @@ class FencedSQLBase(BaseOperator):
         return self._write(context, Resume.after_trigger(awaited, deadline, event))
 
     def _write(self, context: Context, resume: Resume) -> dict[str, Any]:
+        """Check the target, ``decide``, then defer, run the plan, or return the skip/adoption."""
         plan = self.write_plan()
         ctx = current_context(context)
         slot, attempt = slot_from_context(ctx, self.slot_partition), attempt_from_context(ctx)
