@@ -4,7 +4,7 @@ The token is issued (and committed) in a transaction of its own when the attempt
 a newer attempt becomes visible to an older one at once. The write then runs in a second
 transaction whose last statement locks the fence row and checks the token; a stale attempt's
 write is rolled back and raises :class:`~airflow_crashsafe.errors.FencedOut`. A retry that finds
-the slot committed in its clear generation does nothing (decision 5).
+the slot committed in its clear generation does nothing (docs/design.md, "Committed means done").
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from airflow_crashsafe.errors import CrashsafeError, FencedOut
+from airflow_crashsafe.errors import CrashsafeError
+from airflow_crashsafe.fencing.events import fenced_out_error, record_commit, record_skip
 from airflow_crashsafe.identity import (
     Attempt,
     Slot,
@@ -25,16 +26,9 @@ from airflow_crashsafe.identity import (
 from airflow_crashsafe.store import fences
 from airflow_crashsafe.store.dbapi import Db, connect_target
 from airflow_crashsafe.store.fences import CommittedBy
-from airflow_crashsafe.store.store import Store, open_store
+from airflow_crashsafe.store.store import Store
 
-__all__ = [
-    "FencedTransaction",
-    "fenced_out_error",
-    "fenced_transaction",
-    "record_commit",
-    "record_event",
-    "record_skip",
-]
+__all__ = ["FencedTransaction", "fenced_transaction", "open_write"]
 
 log = logging.getLogger(__name__)
 
@@ -90,88 +84,6 @@ class FencedTransaction:
         self.db.cancel()
 
 
-def record_event(
-    kind: str,
-    slot: Slot,
-    target: str,
-    attempt: Attempt,
-    token: int | None,
-    detail: Mapping[str, Any],
-    store: Store | None = None,
-) -> None:
-    """Record an event in the crashsafe store; a store outage never fails the write."""
-    try:
-        (store or open_store()).record_event(kind, slot, target, attempt, token=token, detail=detail)
-    except Exception:
-        log.warning("crashsafe: could not record %s event for %s", kind, slot.describe(), exc_info=True)
-
-
-def record_commit(
-    slot: Slot,
-    target: str,
-    attempt: Attempt,
-    token: int,
-    detail: Mapping[str, Any],
-    store: Store | None = None,
-) -> None:
-    """Log and record that this attempt's write committed (client-driven or server-side)."""
-    log.info(
-        "crashsafe: committed %s (target %r) as %s, token %s.",
-        slot.describe(),
-        target,
-        attempt.describe(),
-        token,
-    )
-    record_event("committed", slot, target, attempt, token, detail, store)
-
-
-def record_skip(
-    slot: Slot, target: str, attempt: Attempt, committed: CommittedBy, store: Store | None = None
-) -> None:
-    """Record that this attempt found the slot committed and did not redo the work."""
-    detail = {"committed_try": committed.try_number, "committed_ti_id": committed.ti_id}
-    record_event("skipped_committed", slot, target, attempt, None, detail, store)
-
-
-def fenced_out_error(
-    db: Db,
-    store: Store | None,
-    slot: Slot,
-    target: str,
-    attempt: Attempt,
-    token: int | None,
-    newest: fences.FenceState | None,
-    stage: str,
-) -> FencedOut:
-    try:
-        fences.record_rejection(db, slot, target)
-    except Exception:
-        log.warning("crashsafe: could not count the rejection on the fence row", exc_info=True)
-    newest = newest or fences.read_fence(db, slot, target)
-    holder = f"try {newest.issued_try} (ti {newest.issued_ti_id})" if newest else "a newer attempt"
-    record_event(
-        "fenced_out",
-        slot,
-        target,
-        attempt,
-        token,
-        {
-            "stage": stage,
-            "newest_token": newest.issued_token if newest else None,
-            "newest_try": newest.issued_try if newest else None,
-        },
-        store,
-    )
-    return FencedOut(
-        f"Stale attempt {attempt.describe()} of {slot.describe()} (target {target!r}) was fenced "
-        f"out at {stage}: {holder} holds the slot. Nothing this attempt wrote was committed; the "
-        "newer attempt's output stands. No action needed unless this repeats.",
-        slot=slot,
-        token=token,
-        newest_token=newest.issued_token if newest else None,
-    )
-
-
 @contextmanager
 def fenced_transaction(
     conn_id: str,
@@ -210,24 +122,36 @@ def fenced_transaction(
             return
         if issue.token is None:
             raise fenced_out_error(conn, store, slot, target, attempt, None, issue.newer, "start")
-        token = issue.token
-        tx = FencedTransaction(conn, slot, target, attempt, token, None)
-        # SQLite has one writer: the body holds the write lock from its start, so a read before
-        # its first write can never be invalidated by another commit (SQLITE_BUSY_SNAPSHOT).
-        conn.begin(immediate=True)
-        try:
+        with open_write(conn, slot, target, attempt, issue.token, store) as tx:
             yield tx
-            if not fences.commit_token(conn, slot, target, attempt, token):
-                conn.rollback()
-                raise fenced_out_error(conn, store, slot, target, attempt, token, None, "commit")
-            conn.commit()
-        except BaseException:
-            try:
-                conn.rollback()
-            except Exception:  # a broken connection must not hide the error that broke it
-                log.warning("crashsafe: rollback failed after an error", exc_info=True)
-            raise
-        record_commit(slot, target, attempt, token, {}, store)
     finally:
         if owns_db:
             conn.close()
+
+
+@contextmanager
+def open_write(
+    db: Db, slot: Slot, target: str, attempt: Attempt, token: int, store: Store | None = None
+) -> Iterator[FencedTransaction]:
+    """The write of an attempt holding ``token``: commit it only if the token is still the newest.
+
+    The body runs in one transaction that ends by locking the fence row and checking the token;
+    a stale attempt's write is rolled back and raises :class:`~airflow_crashsafe.errors.FencedOut`.
+    """
+    tx = FencedTransaction(db, slot, target, attempt, token, None)
+    # SQLite has one writer: the body holds the write lock from its start, so a read before
+    # its first write can never be invalidated by another commit (SQLITE_BUSY_SNAPSHOT).
+    db.begin(immediate=True)
+    try:
+        yield tx
+        if not fences.commit_token(db, slot, target, attempt, token):
+            db.rollback()
+            raise fenced_out_error(db, store, slot, target, attempt, token, None, "commit")
+        db.commit()
+    except BaseException:
+        try:
+            db.rollback()
+        except Exception:  # a broken connection must not hide the error that broke it
+            log.warning("crashsafe: rollback failed after an error", exc_info=True)
+        raise
+    record_commit(slot, target, attempt, token, {}, store)

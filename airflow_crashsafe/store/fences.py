@@ -1,10 +1,11 @@
 """The fence table: one row per (slot, target), in the database that receives the write.
 
-ARCHITECTURE decision 4. A token is issued when an attempt starts work on a slot; tokens are ordered
-by ``(try_number, issue order)``, which one counter per row encodes because an older try is never
-issued a token once a newer try holds one. A write commits only if, under the row lock taken by
-the final ``UPDATE`` in the write's own transaction, its token is still the newest issued. The
-same row records which attempt committed, so the committed token and attempt live with the output.
+A token is issued when an attempt starts work on a slot; tokens are ordered by ``(try_number,
+issue order)``, which one counter per row encodes because an older try is never issued a token
+once a newer try holds one. A write commits only if, under the row lock taken by the final
+``UPDATE`` in the write's own transaction, its token is still the newest issued. The same row
+records which attempt committed, so the committed token and attempt live with the output. See
+docs/design.md, "Fencing token".
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ __all__ = [
     "CommittedBy",
     "FenceState",
     "Issue",
+    "commit_statement",
     "commit_token",
     "create_tables",
     "fence_table_exists",
+    "holds_statement",
     "is_missing_table",
     "issue_token",
     "read_fence",
@@ -35,29 +38,21 @@ __all__ = [
 FENCE_TABLE = "crashsafe_fences"
 _ADVISORY_LOCK_KEY = 0x63726173  # "cras": serialises concurrent first-use DDL on PostgreSQL
 
+# One table, two dialects: only the integer and timestamp types differ.
+_DDL_TEMPLATE = """
+CREATE TABLE IF NOT EXISTS {table} (
+    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
+    slot_partition TEXT NOT NULL, target TEXT NOT NULL,
+    issued_token {big} NOT NULL, issued_try INTEGER NOT NULL, issued_ti_id TEXT NOT NULL,
+    issued_host TEXT NOT NULL, issued_pid INTEGER NOT NULL, issued_at {stamp} NOT NULL,
+    committed_token {big}, committed_try INTEGER, committed_ti_id TEXT, committed_host TEXT,
+    committed_pid INTEGER, committed_clear_number INTEGER, committed_at {stamp},
+    rejected_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (dag_id, task_id, map_index, slot_partition, target)
+)"""
 _DDL = {
-    "postgresql": f"""
-CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (
-    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
-    slot_partition TEXT NOT NULL, target TEXT NOT NULL,
-    issued_token BIGINT NOT NULL, issued_try INTEGER NOT NULL, issued_ti_id TEXT NOT NULL,
-    issued_host TEXT NOT NULL, issued_pid INTEGER NOT NULL, issued_at TIMESTAMPTZ NOT NULL,
-    committed_token BIGINT, committed_try INTEGER, committed_ti_id TEXT, committed_host TEXT,
-    committed_pid INTEGER, committed_clear_number INTEGER, committed_at TIMESTAMPTZ,
-    rejected_count INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (dag_id, task_id, map_index, slot_partition, target)
-)""",
-    "sqlite": f"""
-CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (
-    dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL,
-    slot_partition TEXT NOT NULL, target TEXT NOT NULL,
-    issued_token INTEGER NOT NULL, issued_try INTEGER NOT NULL, issued_ti_id TEXT NOT NULL,
-    issued_host TEXT NOT NULL, issued_pid INTEGER NOT NULL, issued_at TEXT NOT NULL,
-    committed_token INTEGER, committed_try INTEGER, committed_ti_id TEXT, committed_host TEXT,
-    committed_pid INTEGER, committed_clear_number INTEGER, committed_at TEXT,
-    rejected_count INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (dag_id, task_id, map_index, slot_partition, target)
-)""",
+    "postgresql": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="BIGINT", stamp="TIMESTAMPTZ"),
+    "sqlite": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="INTEGER", stamp="TEXT"),
 }
 
 SLOT_MATCH = (
@@ -66,7 +61,7 @@ SLOT_MATCH = (
 )
 
 # Issue a token unless a newer try holds the slot or the slot is already committed in this
-# clear generation (ARCHITECTURE decision 5). No row back means "look at why" (read_fence).
+# clear generation (docs/design.md, "Committed means done"). No row back means "look at why".
 _ISSUE = f"""
 INSERT INTO {FENCE_TABLE} AS f (dag_id, task_id, map_index, slot_partition, target,
     issued_token, issued_try, issued_ti_id, issued_host, issued_pid, issued_at)
@@ -85,6 +80,8 @@ UPDATE {FENCE_TABLE} SET committed_token = %(token)s, committed_try = %(try_numb
     committed_ti_id = %(ti_id)s, committed_host = %(hostname)s, committed_pid = %(pid)s,
     committed_clear_number = %(clear_number)s, committed_at = CURRENT_TIMESTAMP
 WHERE {SLOT_MATCH} AND issued_token = %(token)s"""
+
+_HOLDS = f"SELECT count(*) FROM {FENCE_TABLE} WHERE {SLOT_MATCH} AND issued_token = %(token)s"
 
 _REJECT = f"UPDATE {FENCE_TABLE} SET rejected_count = rejected_count + 1 WHERE {SLOT_MATCH}"
 
@@ -219,6 +216,11 @@ def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
 def commit_statement(slot: Slot, target: str, attempt: Attempt, token: int) -> tuple[str, dict[str, Any]]:
     """The fence-commit UPDATE and its parameters, for callers that fold it into a larger statement."""
     return _COMMIT, slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
+
+
+def holds_statement(slot: Slot, target: str, token: int) -> tuple[str, dict[str, Any]]:
+    """A count that is 1 while ``token`` is still the newest issued, for a unit's start check."""
+    return _HOLDS, slot_params(slot, target) | {"token": token}
 
 
 def commit_token(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) -> bool:

@@ -118,21 +118,10 @@ def token_is_newest(db: Db, slot: Slot, target: str, token: int) -> bool:
     """Lock the slot's fence row and say whether ``token`` is still the newest issued."""
     lock = " FOR UPDATE" if db.dialect.is_postgres else ""
     row = db.execute(
-        f"SELECT issued_token FROM {FENCE_TABLE} WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s"
-        " AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s"
-        f" AND target = %(target)s{lock}",
-        _slot_params(slot) | {"target": target},
+        f"SELECT issued_token FROM {FENCE_TABLE} WHERE {fences.SLOT_MATCH}{lock}",
+        fences.slot_params(slot, target),
     ).fetchone()
     return row is not None and int(row[0]) == token
-
-
-def _slot_params(slot: Slot) -> dict[str, Any]:
-    return {
-        "dag_id": slot.dag_id,
-        "task_id": slot.task_id,
-        "map_index": slot.map_index,
-        "slot_partition": slot.partition,
-    }
 
 
 def get_entry(db: Db, key: str, *, lock: bool = False) -> LedgerEntry | None:
@@ -179,7 +168,7 @@ def claim(
             " VALUES (%(key)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,"
             " %(version)s, %(fingerprint)s, %(request)s, 'intent', %(run_id)s, %(try_number)s,"
             " %(ti_id)s, %(hostname)s, %(pid)s, %(token)s)",
-            params | _slot_params(slot) | {"target": target, "version": version, "fingerprint": fingerprint},
+            params | fences.slot_params(slot, target) | {"version": version, "fingerprint": fingerprint},
         )
     elif before.fingerprint == fingerprint and before.state != "succeeded":
         db.execute(
@@ -245,11 +234,10 @@ def claim_new(
     as if it had started after this claim.
     """
     params = (
-        _slot_params(slot)
+        fences.slot_params(slot, fence_target)
         | _attempt_params(attempt, None)
         | {
             "key": key,
-            "target": fence_target,
             "call_target": target,
             "version": version,
             "fingerprint": fingerprint,
@@ -386,9 +374,8 @@ def in_flight(db: Db, key: str, *, lock: bool = False) -> tuple[LedgerEntry, flo
 def latest_version(db: Db, slot: Slot, target: str) -> int | None:
     """The highest ``version`` under which ``target`` was called in ``slot``, None if never."""
     row = db.execute(
-        "SELECT max(version) FROM crashsafe_ledger WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s"
-        " AND map_index = %(map_index)s AND slot_partition = %(slot_partition)s AND target = %(target)s",
-        _slot_params(slot) | {"target": target},
+        f"SELECT max(version) FROM crashsafe_ledger WHERE {fences.SLOT_MATCH}",
+        fences.slot_params(slot, target),
     ).fetchone()
     return None if row is None or row[0] is None else int(row[0])
 

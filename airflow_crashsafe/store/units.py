@@ -1,10 +1,11 @@
 """Server-side units of work: the table that names them and the lock that says one is in flight.
 
-ARCHITECTURE decision 12. A crashsafe SQL write on PostgreSQL runs as one statement that completes
-and commits server-side even when the Airflow process that sent it is killed. Before it starts,
-its attempt records the unit here (autocommitted, so every other attempt can see it); while it
-runs, the unit holds a transaction-scoped advisory lock derived from its slot and target; its
-last act, in the same transaction as the write, marks the row committed with its result. So:
+A crashsafe SQL write on PostgreSQL runs as one statement that completes and commits server-side
+even when the Airflow process that sent it is killed (docs/design.md, "Server-side unit and
+adoption"). Before it starts, its attempt records the unit here (autocommitted, so every other
+attempt can see it); while it runs, the unit holds a transaction-scoped advisory lock derived
+from its slot and target; its last act, in the same transaction as the write, marks the row
+committed with its result. So:
 
 - lock held → a unit of the slot is in flight (the row says whose);
 - lock free, row still ``running`` → that unit ended without committing (rolled back, cancelled,
@@ -33,6 +34,7 @@ __all__ = [
     "Unit",
     "cancel_holder",
     "ensure_unit_table",
+    "finish_statement",
     "lock_key",
     "mark_failed",
     "probe",
@@ -83,6 +85,11 @@ LEFT JOIN LATERAL (
     SELECT {_COLUMNS} FROM {UNIT_TABLE}
     WHERE {_SLOT_MATCH} AND state = 'running' ORDER BY started_at DESC LIMIT 1
 ) AS u ON NOT l.free"""
+
+# Run by the unit itself as its last act, with its result (JSON text) as $1.
+_FINISH = f"""
+UPDATE {UNIT_TABLE} SET state = 'committed', result = $1::jsonb, finished_at = clock_timestamp()
+WHERE unit_id = %(unit_id)s"""
 
 _BY_ID = f"SELECT {_COLUMNS} FROM {UNIT_TABLE} WHERE unit_id = %(unit_id)s"
 
@@ -241,6 +248,11 @@ def probe(db: Db, slot: Slot, target: str, *, keep_running: bool = False) -> Pro
         return Probe(free=True, unit=None)
     # Held. Without a running row it is a colliding key's unit (or one committing right now).
     return Probe(free=False, unit=None if row[1] is None else _unit(row[1:]))
+
+
+def finish_statement(unit_id: str) -> tuple[str, dict[str, Any]]:
+    """The statement a unit ends with, marking itself committed with its result (``$1``)."""
+    return _FINISH, {"unit_id": unit_id}
 
 
 def unit_by_id(db: Db, unit_id: str) -> Unit | None:

@@ -1,12 +1,12 @@
 """Wait in the triggerer, not on a worker, for a predecessor's server-side unit to end.
 
-A reset re-run that finds its slot's unit still in flight defers with this trigger (issue 7):
-it holds no worker slot while it waits. The trigger polls the unit's advisory lock with
-``pg_try_advisory_xact_lock`` (released again at once: autocommit) until it is free, then fires
-``{"status": "ended"}``; the resumed task reads from the fence row whether the unit committed
-(adopt) or not (redo). Past ``deadline`` it fires ``{"status": "timeout"}`` and the task takes
-the slot over. Database errors are logged and retried until the deadline: a brief outage of the
-warehouse must not fail the wait.
+A reset re-run that finds its slot's unit still in flight defers with this trigger: it holds no
+worker slot while it waits (docs/design.md, "Server-side unit and adoption"). The trigger polls
+the unit's advisory lock with ``pg_try_advisory_xact_lock`` (released again at once:
+autocommit) until it is free, then fires ``{"status": "ended"}``; the resumed task reads from
+the fence row whether the unit committed (adopt) or not (redo). Past ``deadline`` it fires
+``{"status": "timeout"}`` and the task takes the slot over. Database errors are logged and
+retried until the deadline: a brief outage of the warehouse must not fail the wait.
 """
 
 from __future__ import annotations

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import random
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from types import SimpleNamespace
 from typing import Any
 
 from airflow_crashsafe.errors import FencedOut
@@ -20,6 +18,7 @@ from airflow_crashsafe.identity import Slot
 from airflow_crashsafe.store.dbapi import Db, connect_url
 from airflow_crashsafe.store.fences import FenceState, read_fence
 from airflow_crashsafe.store.store import Store
+from airflow_crashsafe.testing import fake_context
 
 __all__ = [
     "LOGICAL_DATE",
@@ -39,28 +38,15 @@ OUTPUT_TABLE = "crashsafe_test_output"
 LOGICAL_DATE = datetime(2024, 1, 2, tzinfo=timezone.utc)
 
 
-def make_context(
-    *,
-    dag_id: str = "dag",
-    task_id: str = "task",
-    run_id: str = "scheduled__2024-01-02",
-    map_index: int | None = -1,
-    try_number: int = 1,
-    ti_id: str | None = None,
-    logical_date: datetime | None = LOGICAL_DATE,
-    clear_number: int = 0,
-) -> dict[str, Any]:
-    """A task context built from plain objects, as decision 3 allows."""
-    ti = SimpleNamespace(
-        dag_id=dag_id,
-        task_id=task_id,
-        run_id=run_id,
-        map_index=map_index,
-        try_number=try_number,
-        id=ti_id or str(uuid.uuid4()),
-    )
-    dag_run = SimpleNamespace(logical_date=logical_date, clear_number=clear_number, run_id=run_id)
-    return {"ti": ti, "dag_run": dag_run}
+def make_context(**overrides: Any) -> dict[str, Any]:
+    """:func:`airflow_crashsafe.testing.fake_context` on the fencing tests' slot (dag, task, 2024-01-02)."""
+    defaults: dict[str, Any] = {
+        "dag_id": "dag",
+        "task_id": "task",
+        "run_id": "scheduled__2024-01-02",
+        "logical_date": LOGICAL_DATE,
+    }
+    return fake_context(**(defaults | overrides))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Adopt, don't redo (issue 7), against a real PostgreSQL 15: units that outlive their sender.
+"""Adopt, don't redo, against a real PostgreSQL 15: units that outlive their sender.
 
 Each load's source calls ``counted_work(seconds)``, which bumps a sequence (sequences are not
 transactional, so a rolled-back execution still counts) and sleeps: the test counts executions

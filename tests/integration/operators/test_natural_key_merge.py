@@ -14,7 +14,7 @@ from airflow_crashsafe.errors import (
     NondeterministicSourceError,
 )
 from airflow_crashsafe.operators import NaturalKeyMergeOperator
-from airflow_crashsafe.operators import sql as sql_operators
+from airflow_crashsafe.sql.plans import merge as merge_plan
 from airflow_crashsafe.testing.context import fake_context
 from tests.support.sql_target import SqlTarget
 
@@ -59,7 +59,7 @@ def test_merge_upserts_and_a_rerun_does_not_double_count(target: SqlTarget) -> N
 
 def test_on_conflict_path_on_older_postgres(pg_target: SqlTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     """PostgreSQL below 15 (simulated) upserts through INSERT ... ON CONFLICT with the same results."""
-    monkeypatch.setattr(sql_operators, "_MERGE_MIN_PG", 10**9)
+    monkeypatch.setattr(merge_plan, "_MERGE_MIN_PG", 10**9)
     _upsert_twice(pg_target)
 
 

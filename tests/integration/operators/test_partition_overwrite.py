@@ -279,7 +279,7 @@ def test_on_kill_interrupts_a_running_sqlite_statement(sqlite_url: str, airflow_
     op = _op(target, slow)
     thread, outcome = _run_in_thread(op, fake_context(task_id="load_revenue"))
     deadline = time.monotonic() + 10
-    while op._crashsafe_tx is None and time.monotonic() < deadline:
+    while getattr(op._crashsafe_runner, "tx", None) is None and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.3)  # into the INSERT
     killed_at = time.monotonic()

@@ -37,7 +37,7 @@ def test_init_holds_only_arguments_and_declares_template_fields() -> None:
         "slot_partition",
     }
     assert set(FencedSQLOperator.template_fields) == {"sql", "target", "parameters", "slot_partition"}
-    assert op._crashsafe_tx is None
+    assert op._crashsafe_runner is None
     op.on_kill()  # nothing running: a no-op
 
 
@@ -123,3 +123,24 @@ def test_adoption_settings_default_to_the_crashsafe_options_where_the_task_runs(
             sql="S",
             on_kill_unit="never",
         )
+
+
+def test_every_sql_operator_names_its_connection_field() -> None:
+    """conn_id_field tells Airflow (and common.sql tooling) which argument is the connection."""
+    for cls in (PartitionOverwriteOperator, NaturalKeyMergeOperator, FencedSQLOperator):
+        assert cls.conn_id_field == "conn_id"
+
+
+def test_each_dialect_gets_its_runner() -> None:
+    """SQLite writes run client-driven; nothing of theirs can be in flight after the sender dies."""
+    from airflow_crashsafe.fencing.runners import runner_for
+    from airflow_crashsafe.fencing.runners.client import ClientRunner
+    from airflow_crashsafe.store.dbapi import connect_url
+
+    db = connect_url("sqlite:///:memory:")
+    try:
+        runner = runner_for(db)
+        assert isinstance(runner, ClientRunner)
+        assert (runner.in_flight_units, runner.unit_running) == (False, False)
+    finally:
+        db.close()

@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_crashsafe.fencing.server_unit import UnitProgram, unit_failure
-from airflow_crashsafe.triggers.unit import UnitEndTrigger
+from airflow_crashsafe.sql.unit_program import UnitProgram, unit_failure
 
 
 def _render(program: UnitProgram) -> str:
@@ -83,12 +82,3 @@ def test_other_errors_are_not_unit_failures() -> None:
     exc.sqlstate = "42P01"  # type: ignore[attr-defined]
     assert unit_failure(exc) is None
     assert unit_failure(ValueError("x")) is None
-
-
-def test_the_trigger_serializes_to_what_rebuilds_it() -> None:
-    """The triggerer rebuilds the trigger from its serialized kwargs: they must round-trip."""
-    trigger = UnitEndTrigger(conn_id="warehouse", lock=[1, -2], deadline=123.5, poll_interval=1.0)
-    classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_crashsafe.triggers.unit.UnitEndTrigger"
-    again = UnitEndTrigger(**kwargs)
-    assert again.serialize() == (classpath, kwargs)

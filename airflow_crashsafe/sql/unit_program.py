@@ -1,7 +1,7 @@
-"""A fenced write sent as one PostgreSQL statement, so it commits even if its sender is killed.
+"""A fenced write as one PostgreSQL ``DO`` block, so it commits even if its sender is killed.
 
-ARCHITECTURE decision 12 and the fact behind it: a killed client's open transaction rolls back,
-but a statement already running in autocommit completes and commits after its client is gone.
+A killed client's open transaction rolls back, but a statement already running in autocommit
+completes and commits after its client is gone (docs/design.md, "Server-side unit and adoption").
 So the whole write (the user's statements, crashsafe's checks, the fence commit and the unit's
 own "committed" record) is one anonymous PL/pgSQL block (``DO``) run in autocommit:
 
