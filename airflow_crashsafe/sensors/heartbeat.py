@@ -2,7 +2,7 @@
 
 A heavy task started while the scheduler is dead runs to its end, but nothing after it is
 scheduled, and a scheduler that comes back later than its health-check threshold resets it and
-runs it again (ARCHITECTURE, measured facts). Gating on fresh heartbeats narrows that window.
+runs it again (docs/design.md, "How Airflow behaves on a crash"). Gating narrows that window.
 
 Task code cannot use the ORM, so health comes from the api-server's unauthenticated
 ``/api/v2/monitor/health``, read and judged by the watchdog's own code
