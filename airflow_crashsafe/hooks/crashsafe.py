@@ -59,17 +59,20 @@ class CrashsafeHook(BaseHook):
         except Exception as exc:
             return False, f"Cannot open the crashsafe store connection {name!r}: {exc}"
         try:
-            where = db.describe()
-            db.begin()
-            try:
-                version = schema.current_version(db)  # read only: unlike the store, never migrates
-            finally:
-                db.rollback()
+            return _verdict(name, db.describe(), _schema_version(db))
         except Exception as exc:
             return False, f"Connected through {name!r}, but cannot read the crashsafe schema: {exc}"
         finally:
             db.close()
-        return _verdict(name, where, version)
+
+
+def _schema_version(db: Db) -> int:
+    """The store's schema version, read only: unlike the store's first use, this never migrates."""
+    db.begin()
+    try:
+        return schema.current_version(db)
+    finally:
+        db.rollback()
 
 
 def _verdict(name: str, where: str, version: int) -> tuple[bool, str]:
