@@ -2,7 +2,8 @@
 
 crashsafe writes its own SQL once, with ``%(name)s`` placeholders, and this layer adapts it to the
 driver (psycopg 2/3 take it as is; sqlite3 wants ``:name``). Connections come from Airflow
-connections (hooks own them) or, for tests, benchmarks and the drill, straight from a URL.
+connections, opened by the connection's own SQL hook (``DbApiHook``) as ``common.sql`` does, or,
+for tests, benchmarks and the drill, straight from a URL.
 """
 
 from __future__ import annotations
@@ -13,15 +14,32 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from airflow_crashsafe.errors import ConfigurationError
 
-__all__ = ["Db", "Dialect", "connect_target", "connect_url", "sqlite_path_from_url"]
+if TYPE_CHECKING:
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+    from airflow.providers.sqlite.hooks.sqlite import SqliteHook
+    from airflow.sdk import Connection
+
+__all__ = [
+    "STORE_CONN_TYPE",
+    "Db",
+    "Dialect",
+    "connect_hook",
+    "connect_target",
+    "connect_url",
+    "get_sql_hook",
+    "sqlite_path_from_url",
+]
 
 _NAMED_PARAM = re.compile(r"%\((\w+)\)s")
 SQLITE_BUSY_TIMEOUT_SECONDS = 120.0
+#: Connection type of :class:`airflow_crashsafe.hooks.CrashsafeHook`: a crashsafe store on PostgreSQL.
+STORE_CONN_TYPE = "crashsafe"
+_SUPPORTED = "PostgreSQL (conn_type postgres) and SQLite (conn_type sqlite)"
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,17 @@ class Db:
         version = getattr(info, "server_version", None) or getattr(self.raw, "server_version", 0)
         return int(version or 0)
 
+    def describe(self) -> str:
+        """Which database this is, for people: product, version, name and place."""
+        if not self.dialect.is_postgres:
+            path = self.raw.execute("PRAGMA database_list").fetchone()[2]
+            return f"SQLite {sqlite3.sqlite_version} file {path or ':memory:'}"
+        info = getattr(self.raw, "info", None)
+        version = self.driver_server_version()
+        major, minor = divmod(version, 10000)
+        where = f"{getattr(info, 'host', '?')}:{getattr(info, 'port', '?')}"
+        return f"PostgreSQL {major}.{minor} database {getattr(info, 'dbname', '?')!r} on {where}"
+
     def is_broken(self) -> bool:
         """True when the server side of the connection is gone (closed, terminated, failed over)."""
         if not self.dialect.is_postgres:
@@ -141,12 +170,22 @@ class Db:
 
 
 def _sqlite(path: str) -> Db:
-    raw = sqlite3.connect(
-        path, timeout=SQLITE_BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-    )
+    # check_same_thread=False: a Store closes the connections of its finished threads from another.
+    return Db(_configure_sqlite(sqlite3.connect(path, check_same_thread=False)), SQLITE)
+
+
+def _configure_sqlite(raw: sqlite3.Connection) -> sqlite3.Connection:
+    """Make a fresh sqlite3 connection behave as :class:`Db` expects; all of it can be set after connect.
+
+    ``isolation_level=None``: :meth:`Db.begin` issues BEGIN itself and statements outside one
+    autocommit. ``busy_timeout`` is what ``sqlite3.connect(timeout=)`` sets: concurrent attempts
+    wait for the single write lock instead of failing. WAL lets readers run beside the writer.
+    """
+    raw.isolation_level = None
+    raw.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
     _enable_wal(raw)
     raw.execute("PRAGMA synchronous=NORMAL")
-    return Db(raw, SQLITE)
+    return raw
 
 
 def _enable_wal(raw: sqlite3.Connection) -> None:
@@ -198,32 +237,89 @@ def connect_url(url: str) -> Db:
     )
 
 
-def connect_target(conn_id: str) -> Db:
-    """Open the Airflow connection ``conn_id`` (PostgreSQL through its hook, or SQLite)."""
+def _load_connection(conn_id: str) -> Connection:
     from airflow.sdk import BaseHook
 
     try:
-        conn = BaseHook.get_connection(conn_id)
+        return BaseHook.get_connection(conn_id)
     except Exception as exc:
         raise ConfigurationError(
             f"Airflow connection {conn_id!r} could not be loaded ({exc}); create it "
             f"(e.g. AIRFLOW_CONN_{conn_id.upper()}=postgresql://user:pass@host:5432/db)."
         ) from exc
+
+
+def get_sql_hook(conn_id: str) -> DbApiHook:
+    """The Airflow SQL hook of connection ``conn_id``: ``get_connection(conn_id).get_hook()``.
+
+    A ``crashsafe`` connection (the store's own type) is PostgreSQL and gets a ``PostgresHook``.
+    """
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+
+    conn = _load_connection(conn_id)
     conn_type = (conn.conn_type or "").lower()
-    if conn_type in {"postgres", "postgresql"}:
+    if conn_type == STORE_CONN_TYPE:
         from airflow.providers.postgres.hooks.postgres import PostgresHook
 
-        raw: Any = PostgresHook(postgres_conn_id=conn_id).get_conn()
+        return PostgresHook(postgres_conn_id=conn_id)
+    try:
+        hook = conn.get_hook()
+    except Exception as exc:
+        raise ConfigurationError(
+            f"Connection {conn_id!r} has type {conn_type!r}, for which no Airflow hook could be "
+            f"loaded ({exc}); crashsafe writes to {_SUPPORTED} connections."
+        ) from exc
+    if not isinstance(hook, DbApiHook):
+        raise ConfigurationError(
+            f"Connection {conn_id!r} has type {conn_type!r}, whose hook {type(hook).__name__} is not "
+            f"a SQL hook (DbApiHook); crashsafe writes to {_SUPPORTED} connections."
+        )
+    return hook
+
+
+def connect_hook(hook: DbApiHook) -> Db:
+    """Open the database behind a SQL hook with the hook's own ``get_conn()``.
+
+    The dialect is the hook's: ``PostgresHook`` (psycopg 3 where the provider uses it, which the
+    ledger's prepared statements need; psycopg2 takes the general path) or ``SqliteHook``.
+    """
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
+    from airflow.providers.sqlite.hooks.sqlite import SqliteHook
+
+    conn_id = hook.get_conn_id()
+    if isinstance(hook, PostgresHook):
+        raw: Any = hook.get_conn()
         raw.autocommit = False
         return Db(raw, POSTGRES)
-    if conn_type == "sqlite":
-        path = conn.host or (conn.extra_dejson or {}).get("path") or conn.schema
-        if not path:
-            raise ConfigurationError(
-                f"SQLite connection {conn_id!r} names no file; use sqlite:////absolute/path.db."
-            )
-        return _sqlite(path)
+    if isinstance(hook, SqliteHook):
+        return _sqlite_from_hook(hook, conn_id)
     raise ConfigurationError(
-        f"Connection {conn_id!r} has type {conn_type!r}; crashsafe's fenced writes support "
-        "PostgreSQL (postgres) and SQLite (sqlite) connections."
+        f"Connection {conn_id!r} has type {hook.connection.conn_type!r} ({type(hook).__name__}); "
+        f"crashsafe's fenced writes support {_SUPPORTED} connections."
     )
+
+
+def _sqlite_from_hook(hook: SqliteHook, conn_id: str) -> Db:
+    """Open a SQLite connection's file, configured as :func:`connect_url` configures it.
+
+    ``SqliteHook.get_conn()`` opens the file named in the connection's host, the form Airflow's UI
+    writes. Its connection keeps ``check_same_thread=True``, the one setting that cannot be applied
+    after connect: each thread uses only connections it opened (``Db.cancel``'s ``interrupt()`` may
+    come from any thread); a :class:`Store` closing a dead thread's connection leaves it to the
+    garbage collector. ``sqlite:////abs/path.db`` puts the path in ``schema``, which ``SqliteHook``
+    4.3 turns into an invalid ``file://abs/...`` URI: that form and an extra ``path`` are opened here.
+    """
+    conn = hook.connection
+    if conn.host:
+        return Db(_configure_sqlite(hook.get_conn()), SQLITE)
+    path = (conn.extra_dejson or {}).get("path") or conn.schema
+    if not path:
+        raise ConfigurationError(
+            f"SQLite connection {conn_id!r} names no file; use sqlite:////absolute/path.db."
+        )
+    return _sqlite(path)
+
+
+def connect_target(conn_id: str) -> Db:
+    """Open the Airflow connection ``conn_id`` through its SQL hook (PostgreSQL or SQLite)."""
+    return connect_hook(get_sql_hook(conn_id))

@@ -1,9 +1,10 @@
-"""The crashsafe store: crashsafe's own records (ARCHITECTURE decision 8).
+"""The crashsafe store: crashsafe's own records (docs/design.md, "Store").
 
 It lives in the database of the Airflow connection ``[crashsafe] conn_id`` (PostgreSQL in
-production) or, when that connection does not exist, in an embedded SQLite file under
-``$AIRFLOW_HOME`` (single machine only; said once in the log). The schema migrates itself on
-first use. Connections are kept one per thread, because a store is shared by a process's threads.
+production, opened through the connection's own SQL hook; ``airflow_crashsafe.hooks.CrashsafeHook``
+is the connection's Airflow hook) or, when that connection does not exist, in an embedded SQLite
+file under ``$AIRFLOW_HOME`` (single machine only; said once in the log). The schema migrates
+itself on first use. Connections are kept one per thread, because a store is shared by a process's threads.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import schema
 from airflow_crashsafe.store.dbapi import Db, connect_target, connect_url
 
-__all__ = ["EVENT_KINDS", "Store", "open_store", "reset_store_cache"]
+__all__ = ["EVENT_KINDS", "Store", "connection_store", "open_store", "reset_store_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +246,11 @@ def _store_connection_exists(conn_id: str) -> bool:
     return True
 
 
+def connection_store(conn_id: str) -> Store:
+    """A new store in the database of Airflow connection ``conn_id`` (not cached: close it)."""
+    return Store(lambda: connect_target(conn_id), location=f"connection {conn_id!r}")
+
+
 def open_store(url: str | None = None) -> Store:
     """The process's store: ``url`` if given, else ``[crashsafe] conn_id``, else embedded SQLite."""
     global _said_embedded
@@ -257,7 +263,7 @@ def open_store(url: str | None = None) -> Store:
         else:
             conn_id = config.store_conn_id()
             if _store_connection_exists(conn_id):
-                store = Store(lambda: connect_target(conn_id), location=f"connection {conn_id!r}")
+                store = connection_store(conn_id)
             else:
                 path = config.embedded_store_path()
                 if not _said_embedded:

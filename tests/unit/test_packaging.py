@@ -103,6 +103,72 @@ def test_provider_info_is_valid_against_airflow_schema() -> None:
     jsonschema.validate(get_provider_info(), json.loads(schema_path.read_text()))
 
 
+def test_provider_info_declares_the_crashsafe_hook() -> None:
+    """Provider info's hook module and connection type are CrashsafeHook's, under one integration."""
+    from airflow_crashsafe.hooks.crashsafe import CrashsafeHook
+    from airflow_crashsafe.provider_info import get_provider_info
+
+    info = get_provider_info()
+    (integration,) = info["integrations"]
+    (hooks,) = info["hooks"]
+    (connection_type,) = info["connection-types"]
+    assert hooks == {
+        "integration-name": integration["integration-name"],
+        "python-modules": [CrashsafeHook.__module__],
+    }
+    assert connection_type["hook-class-name"] == f"{CrashsafeHook.__module__}.{CrashsafeHook.__qualname__}"
+    assert connection_type["connection-type"] == CrashsafeHook.conn_type
+    assert connection_type["hook-name"] == CrashsafeHook.hook_name
+
+
+def test_provider_info_imports_nothing_of_airflow(tmp_path: Path) -> None:
+    """get_provider_info() stays import-light: neither Airflow nor the hook module is imported."""
+    imported = _run_python(
+        """
+        import json, sys
+        from airflow_crashsafe.provider_info import get_provider_info
+        get_provider_info()
+        print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "airflow" or ".hooks" in m)))
+        """,
+        tmp_path / "home",
+    )
+    assert imported == []
+
+
+def test_airflow_providers_manager_registers_the_crashsafe_hook(tmp_path: Path) -> None:
+    """Airflow's providers managers offer the crashsafe connection type: testable, named, relabelled."""
+    loaded = _run_python(
+        """
+        import json
+        from airflow.providers_manager import ProvidersManager
+        from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+        hook = ProvidersManagerTaskRuntime().hooks["crashsafe"]
+        metadata = ProvidersManager().iter_connection_type_hook_ui_metadata()
+        (ui,) = [m for m in metadata if m.connection_type == "crashsafe"]
+        behaviour = ui.field_behaviour or {}
+        print(json.dumps({
+            "ui_name": ui.hook_name,
+            "class": hook.hook_class_name,
+            "name": hook.hook_name,
+            "attr": hook.connection_id_attribute_name,
+            "testable": hook.connection_testable,
+            "package": hook.package_name,
+            "relabeling": behaviour.get("relabeling"),
+        }))
+        """,
+        tmp_path / "home",
+    )
+    assert loaded == {
+        "class": "airflow_crashsafe.hooks.crashsafe.CrashsafeHook",
+        "name": "Crashsafe store",
+        "attr": "crashsafe_conn_id",
+        "testable": True,
+        "package": DIST,
+        "relabeling": {"schema": "Database"},
+        "ui_name": "Crashsafe store",
+    }
+
+
 def test_provider_info_version_matches_distribution() -> None:
     """The version in provider info is the installed distribution's version."""
     import airflow_crashsafe

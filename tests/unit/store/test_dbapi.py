@@ -1,11 +1,15 @@
-"""The thin DB-API layer: placeholder translation and URL parsing."""
+"""The thin DB-API layer: placeholder translation, URL parsing, explicit transactions."""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.store.dbapi import POSTGRES, SQLITE, connect_url, sqlite_path_from_url
+from airflow_crashsafe.store.dbapi import POSTGRES, SQLITE, connect_target, connect_url, sqlite_path_from_url
 
 
 def test_named_placeholders_are_rewritten_for_sqlite_only() -> None:
@@ -37,9 +41,16 @@ def test_unsupported_scheme_is_a_configuration_error() -> None:
         connect_url("mysql://u@h/db")
 
 
-def test_sqlite_transactions_commit_and_roll_back() -> None:
-    """begin/commit/rollback on SQLite behave as explicit transactions."""
-    db = connect_url("sqlite:///:memory:")
+@pytest.mark.parametrize("opened_by", ["url", "sqlite_hook"])
+def test_sqlite_transactions_commit_and_roll_back(
+    opened_by: str, tmp_path: Path, airflow_conn: Callable[[str, str], str]
+) -> None:
+    """begin/commit/rollback on SQLite behave as explicit transactions, from a URL or SqliteHook."""
+    if opened_by == "url":
+        db = connect_url("sqlite:///:memory:")
+    else:
+        host_form = json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "tx.db")})
+        db = connect_target(airflow_conn("sqlite_tx", host_form))
     try:
         db.execute("CREATE TABLE t (x INTEGER)")
         db.begin()
