@@ -46,7 +46,7 @@ class DrillSession:
         self.scenario: Scenario | None = None
 
     def ran(self) -> Scenario:
-        """The crash scenario, once it ran (the capabilities collect from it)."""
+        """The crash scenario, once it started (the capabilities collect from it after the runs)."""
         if self.scenario is None:
             raise RuntimeError("the crash scenario has not run")
         return self.scenario
@@ -101,13 +101,13 @@ class DrillSession:
             f"watchdog started beside Airflow (pid {self.watchdog.pid}), alerts to {self.receiver.url}"
         )
 
-    def cleanup(self, scenario: Scenario | None) -> int:
+    def cleanup(self) -> int:
         """SIGKILL every process group started, then every straggler; returns how many are left."""
         if self.watchdog is not None:
             self.watchdog.stop()
         if self.meter is not None:
             self.meter.stop()
-        for component in scenario.components.values() if scenario else []:
+        for component in self.scenario.components.values() if self.scenario else []:
             component.kill_group()
         kill_drill_processes(self.sessions, self.home.airflow_home)
         if self.cluster is not None:
