@@ -2,12 +2,13 @@
 
 The drill proves several capabilities at once — warehouse writes (:mod:`drill.writes`), payments
 (:mod:`drill.payments`), the audit (:mod:`drill.audit`), the work meter (:mod:`drill.work`) and
-alerting (:mod:`drill.alerting`). Each is a module with the four functions of :class:`Capability`:
-it reads its facts back after the runs, gives rows to the side-by-side table and lines below it,
-and judges its own invariants. :mod:`drill.report` assembles them in :data:`drill.report.CAPABILITIES`
-order, and a new capability is a new module in that tuple.
+alerting (:mod:`drill.alerting`). Each is a module with the functions of :class:`Capability` (mypy
+checks each module against it): it reads its facts back after the runs, gives rows to the
+side-by-side table and lines below it, judges its own invariants and says what held.
+:mod:`drill.report` assembles them in :data:`drill.report.CAPABILITIES` order; a new capability is
+a new module in that tuple (and, for its facts, a field of :class:`drill.facts.DrillFacts`).
 
-``collect`` boots nothing and may be slow; the other three are pure functions of recorded facts
+``collect`` boots nothing but may take a while; the others are pure functions of recorded facts
 (``--facts-json``), so the report is tested without Airflow.
 """
 
