@@ -19,8 +19,8 @@ import statistics
 import sys
 import time
 
-from airflow_crashsafe.drill.stack import AirflowStack
-from airflow_crashsafe.drill.watch import WatchdogProcess, WebhookReceiver
+from drill.stack import AirflowStack
+from drill.watch import WatchdogProcess, WebhookReceiver
 
 
 def main(argv: list[str] | None = None) -> int:

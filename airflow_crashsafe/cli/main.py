@@ -1,7 +1,8 @@
 """The ``airflow-crashsafe`` console script.
 
-Subcommands import what they need only when they run, so ``--help`` and ``db migrate`` work
-without the drill's dependencies, and a missing optional part fails with one clear line.
+Product commands only: the store, the ledger, the audit and the watchdog. Subcommands import what
+they need only when they run. (The crash drill is the repository's proof harness, ``./dev drill``;
+it is not part of the installed package.)
 
 Exit codes: 0 success, 2 usage error or :class:`~airflow_crashsafe.errors.CrashsafeError`,
 otherwise whatever the subcommand returns.
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from types import ModuleType
 
 from airflow_crashsafe.errors import CrashsafeError
 
@@ -20,23 +20,6 @@ __all__ = ["build_parser", "main"]
 
 PROG = "airflow-crashsafe"
 EXIT_ERROR = 2
-DRILL_MODULE = "airflow_crashsafe.drill.cli"
-
-
-class CommandUnavailable(CrashsafeError):
-    """A subcommand's module cannot be imported in this installation."""
-
-
-def _import_drill() -> ModuleType:
-    import importlib
-
-    try:
-        return importlib.import_module(DRILL_MODULE)
-    except ImportError as exc:
-        raise CommandUnavailable(
-            f"the crash drill is not available in this installation ({DRILL_MODULE}: {exc}); "
-            "reinstall airflow-crashsafe or run it from a checkout with ./dev drill"
-        ) from exc
 
 
 def _db_migrate(args: argparse.Namespace) -> int:
@@ -51,18 +34,14 @@ def _db_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _drill(args: argparse.Namespace) -> int:
-    return int(_import_drill().run(args))
-
-
 def _watch(args: argparse.Namespace) -> int:
     from airflow_crashsafe.watchdog import cli as watch_cli
 
     return int(watch_cli.run(args))
 
 
-def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
-    """Build the argument parser; ``with_drill`` imports the drill to add its arguments."""
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser."""
     parser = argparse.ArgumentParser(prog=PROG, description="airflow-crashsafe administration.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -83,11 +62,6 @@ def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
     )
     watch_cli.add_arguments(watch)
     watch.set_defaults(handler=_watch)
-
-    drill = commands.add_parser("drill", help="run the crash drill (kill the scheduler mid-run, report)")
-    drill.set_defaults(handler=_drill)
-    if with_drill:
-        _import_drill().add_arguments(drill)
     return parser
 
 
@@ -95,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser(with_drill=args_list[:1] == ["drill"])
+        parser = build_parser()
         args = parser.parse_args(args_list)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)

@@ -34,6 +34,8 @@ class _Vendor:
         self.booked: list[Received] = []
         #: Called with each request before it is answered (tests use it to crash the caller).
         self.on_request: Callable[[Received], None] | None = None
+        #: Called with each request about to be booked, before it is (the crash drill holds it here).
+        self.on_book: Callable[[Received], None] | None = None
         #: Status codes to answer instead of processing, one per request, consumed in order.
         self.scripted_statuses: list[int] = []
         self._lock = threading.Lock()
@@ -75,6 +77,8 @@ class _Vendor:
         return Reply(status, body)
 
     def _book(self, request: Received) -> dict[str, Any]:
+        if self.on_book is not None:
+            self.on_book(request)
         if self.processing_seconds:
             time.sleep(self.processing_seconds)
         with self._lock:

@@ -24,11 +24,11 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from airflow_crashsafe.drill.airflow_home import repo_root
-from airflow_crashsafe.drill.components import wait_until
-from airflow_crashsafe.drill.stack import AirflowStack
-from airflow_crashsafe.drill.warehouse import find_pg_bin
-from airflow_crashsafe.drill.watch import WebhookReceiver
+from drill.airflow_home import repo_root
+from drill.cluster import find_pg_bin
+from drill.components import wait_until
+from drill.stack import AirflowStack
+from drill.watch import WebhookReceiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(420)]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_crashsafe.drill.facts import DrillFacts
-from airflow_crashsafe.drill.report_parts import stopped_for_person
-from airflow_crashsafe.drill.warehouse import find_pg_bin
+from drill.attempts import stopped_for_person
+from drill.cluster import find_pg_bin
+from drill.facts import DrillFacts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(720)]
 
@@ -55,7 +55,7 @@ def drill(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
         [
             sys.executable,
             "-m",
-            "airflow_crashsafe.drill",
+            "drill",
             *SHORT_DRILL,
             "--workdir",
             str(workdir),
@@ -188,7 +188,7 @@ def test_audit_classifies_the_reset_reruns(
             audit.end_sources,
         )
     assert all(a.protection == "fenced" and not a.harmful for a in safe_loads)
-    # Issue 4: the reset pair is classified as what it is, and the overlap is measured: the old
+    # The reset pair is classified as what it is, and the overlap is measured: the old
     # worker lives on until Airflow's SIGKILL (SIGTERM + 5 s), recorded by its signs of life.
     for audit in plain_loads + safe_loads:
         assert "reset_rerun" in audit.kinds, (audit.task_id, audit.kinds)
@@ -207,7 +207,7 @@ def test_audit_classifies_the_reset_reruns(
 def test_crashsafe_reruns_adopted_the_in_flight_loads(
     drill: tuple[subprocess.CompletedProcess[str], DrillFacts],
 ) -> None:
-    """Issue 7: each reset load ran once in the warehouse and its re-run ended as adopted.
+    """Each reset load ran once in the warehouse and its re-run ended as adopted.
 
     Counted server-side by the work meter: plain Airflow executed every load twice (the abandoned
     statement and the re-run's); crashsafe executed each once, the re-run waited in the triggerer

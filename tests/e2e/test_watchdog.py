@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_crashsafe.drill.components import wait_until
-from airflow_crashsafe.drill.stack import AirflowStack
-from airflow_crashsafe.drill.warehouse import find_pg_bin
-from airflow_crashsafe.drill.watch import WatchdogProcess, WebhookReceiver
+from drill.cluster import find_pg_bin
+from drill.components import wait_until
+from drill.stack import AirflowStack
+from drill.watch import WatchdogProcess, WebhookReceiver
 
 Watch = Callable[..., WebhookReceiver]
 

@@ -2,40 +2,29 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
-import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from airflow_crashsafe.cli import main as cli
-from airflow_crashsafe.errors import ConfigurationError, CrashsafeError, StoreError
-
-FAKE_DRILL = "tests_fake_drill_cli"
+from airflow_crashsafe.errors import ConfigurationError, StoreError
 
 
 @pytest.fixture
-def fake_drill(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """A stand-in for airflow_crashsafe.drill.cli with add_arguments(parser) and run(args)."""
-    module = types.ModuleType(FAKE_DRILL)
-    module.calls = []  # type: ignore[attr-defined]
+def failing_migrate(monkeypatch: pytest.MonkeyPatch) -> Callable[[BaseException], None]:
+    """Make `db migrate` raise the given exception (main() looks its handler up when it builds the parser)."""
 
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--outage-seconds", type=int, default=45)
+    def install(error: BaseException) -> None:
+        def fail(args: object) -> int:
+            raise error
 
-    def run(args: object) -> int:
-        module.calls.append(args)
-        return 7
+        monkeypatch.setattr(cli, "_db_migrate", fail)
 
-    module.add_arguments = add_arguments  # type: ignore[attr-defined]
-    module.run = run  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, FAKE_DRILL, module)
-    monkeypatch.setattr(cli, "DRILL_MODULE", FAKE_DRILL)
-    return module
+    return install
 
 
 @pytest.fixture
@@ -73,63 +62,35 @@ def test_db_without_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[st
     assert "DB_COMMAND" in capsys.readouterr().err
 
 
-def test_help_does_not_import_the_drill(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--help` works even when the drill module cannot be imported."""
-    monkeypatch.setattr(cli, "DRILL_MODULE", "airflow_crashsafe.no_such_drill")
+def test_help_works(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--help` exits 0 and lists the product commands."""
     assert _exit_code(lambda: cli.main(["--help"])) == 0
+    out = capsys.readouterr().out
+    assert all(command in out for command in ("db", "watch"))
 
 
-def test_drill_delegates_arguments_and_exit_code(fake_drill: types.ModuleType) -> None:
-    """`drill ARGS` parses with the drill's add_arguments and returns the drill's run() result."""
-    assert cli.main(["drill", "--outage-seconds", "5"]) == 7
-    (args,) = fake_drill.calls
-    assert args.outage_seconds == 5
-
-
-def test_drill_rejects_arguments_it_does_not_declare(fake_drill: types.ModuleType) -> None:
-    """Arguments the drill did not declare are a usage error (exit 2), and the drill does not run."""
-    assert _exit_code(lambda: cli.main(["drill", "--no-such-flag"])) == 2
-    assert fake_drill.calls == []
-
-
-def test_missing_drill_is_a_one_line_error(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Without the drill module, `drill` exits 2 with one line naming the missing module."""
-    monkeypatch.setattr(cli, "DRILL_MODULE", "airflow_crashsafe.no_such_drill")
-    assert cli.main(["drill"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("airflow-crashsafe: error: the crash drill is not available")
-    assert "airflow_crashsafe.no_such_drill" in err
-    assert err.count("\n") == 1
+def test_drill_is_not_a_product_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """The crash drill runs from a checkout (`./dev drill`); the console script has no `drill` command."""
+    assert _exit_code(lambda: cli.main(["drill"])) == 2
+    assert "invalid choice: 'drill'" in capsys.readouterr().err
 
 
 def test_crashsafe_error_exits_2_with_one_line(
-    fake_drill: types.ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    failing_migrate: Callable[[BaseException], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A CrashsafeError from a command prints `airflow-crashsafe: error: <message>` and exits 2."""
-
-    def fail(args: object) -> int:
-        raise ConfigurationError("connection 'x' is not PostgreSQL; fix it")
-
-    monkeypatch.setattr(fake_drill, "run", fail)
-    assert cli.main(["drill"]) == 2
+    failing_migrate(ConfigurationError("connection 'x' is not PostgreSQL; fix it"))
+    assert cli.main(["db", "migrate"]) == 2
     captured = capsys.readouterr()
     assert captured.err == "airflow-crashsafe: error: connection 'x' is not PostgreSQL; fix it\n"
     assert captured.out == ""
 
 
-def test_other_errors_are_not_swallowed(
-    fake_drill: types.ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_other_errors_are_not_swallowed(failing_migrate: Callable[[BaseException], None]) -> None:
     """Errors that are not CrashsafeError propagate (a traceback is the right report for a bug)."""
-
-    def fail(args: object) -> int:
-        raise ZeroDivisionError
-
-    monkeypatch.setattr(fake_drill, "run", fail)
+    failing_migrate(ZeroDivisionError())
     with pytest.raises(ZeroDivisionError):
-        cli.main(["drill"])
+        cli.main(["db", "migrate"])
 
 
 def test_db_migrate_store_error_exits_2(
@@ -203,8 +164,3 @@ def test_console_script_reports_crashsafe_errors(tmp_path: Path) -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("airflow-crashsafe: error: ")
     assert "Traceback" not in result.stderr
-
-
-def test_crashsafe_error_is_the_base_of_cli_errors() -> None:
-    """The drill-unavailable error is a CrashsafeError, so callers can catch one type."""
-    assert issubclass(cli.CommandUnavailable, CrashsafeError)

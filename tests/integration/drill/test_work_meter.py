@@ -11,7 +11,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from airflow_crashsafe.drill.work_meter import METER_APPLICATION_NAME, WorkMeter, summarize
+from drill.work_meter import METER_APPLICATION_NAME, WorkMeter, summarize
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from airflow_crashsafe.drill.airflow_home import DrillHome, component_env
-from airflow_crashsafe.drill.components import Component, health, kill_drill_processes, wait_until
 from airflow_crashsafe.store.store import open_store
 from benchmarks.crash_records import Crash, seed_crash, seed_protection_records
+from drill.airflow_home import DrillHome, component_env
+from drill.components import Component, health, kill_drill_processes, wait_until
 
 __all__ = ["DAGS", "PASSWORDS", "Server", "boot"]
 

@@ -7,23 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_crashsafe.drill.facts import (
-    AttemptFact,
-    DagFacts,
-    DrillFacts,
-    FenceFact,
-    TaskFact,
-    WarehouseFacts,
-    attempts_from_tries,
-    parse_time,
-)
-from airflow_crashsafe.drill.report import (
-    broken_invariants,
-    inconclusive,
-    metrics,
-    overlaps,
-    render,
-)
+from drill.attempts import AttemptFact, TaskFact, attempts_from_tries, overlaps, parse_time
+from drill.facts import DrillFacts
+from drill.report import inconclusive, render
+from drill.writes import DagFacts, FenceFact, WarehouseFacts, broken_invariants, metrics
 
 T0 = 1_796_004_634.0  # recorded on a real drill (2 regions, 30 s loads, scheduler down 14 s)
 PREFIXES = ["load_revenue_", "append_lines_", "merge_revenue_", "overwrite_lines_"]
@@ -45,32 +32,31 @@ def _single(task_id: str) -> TaskFact:
     return TaskFact(task_id, "success", [AttemptFact(1, "success", T0 - 8, T0 - 1, T0 - 1)])
 
 
-def _plain() -> DagFacts:
+def _dag(side: str, loads: tuple[str, str], warehouse: WarehouseFacts) -> DagFacts:
+    """A recorded run of one side: setup and revenue_total once, two regions of each load reset."""
     tasks = [_single("setup"), _single("revenue_total")]
-    tasks += [_reset_task(f"{kind}_r0{i}") for kind in ("load_revenue", "append_lines") for i in (1, 2)]
-    return DagFacts(
-        dag_id="nightly_revenue_plain",
-        run_state="success",
-        tasks=tasks,
-        warehouse=WarehouseFacts(5200.0, 10400.0, [10400.0], 80, 160, 80, 160, 80),
-        long_task_prefixes=PREFIXES,
+    tasks += [_reset_task(f"{kind}_r0{i}") for kind in loads for i in (1, 2)]
+    return DagFacts(f"nightly_revenue_{side}", "success", tasks, warehouse, long_task_prefixes=PREFIXES)
+
+
+def _plain() -> DagFacts:
+    return _dag(
+        "plain",
+        ("load_revenue", "append_lines"),
+        WarehouseFacts(5200.0, 10400.0, [10400.0], 80, 160, 80, 160, 80),
     )
 
 
 def _crashsafe() -> DagFacts:
-    tasks = [_single("setup"), _single("revenue_total")]
-    loads = [f"{kind}_r0{i}" for kind in ("merge_revenue", "overwrite_lines") for i in (1, 2)]
-    tasks += [_reset_task(t) for t in loads]
-    fences = [FenceFact(t, "target", issued_try=2, committed_try=2, rejected_count=1) for t in loads]
-    fences.append(FenceFact("revenue_total", "drill_crashsafe.daily_revenue", 1, 1, 0))
-    return DagFacts(
-        dag_id="nightly_revenue_crashsafe",
-        run_state="success",
-        tasks=tasks,
-        warehouse=WarehouseFacts(5200.0, 5200.0, [5200.0], 80, 80, 80, 80, 80),
-        fences=fences,
-        long_task_prefixes=PREFIXES,
+    dag = _dag(
+        "crashsafe",
+        ("merge_revenue", "overwrite_lines"),
+        WarehouseFacts(5200.0, 5200.0, [5200.0], 80, 80, 80, 80, 80),
     )
+    loads = [t.task_id for t in dag.long_tasks()]
+    dag.fences = [FenceFact(t, "target", issued_try=2, committed_try=2, rejected_count=1) for t in loads]
+    dag.fences.append(FenceFact("revenue_total", "drill_crashsafe.daily_revenue", 1, 1, 0))
+    return dag
 
 
 def _facts() -> DrillFacts:
@@ -134,7 +120,7 @@ def test_a_crash_that_interrupted_nothing_is_inconclusive() -> None:
 
 
 def test_metrics_side_by_side() -> None:
-    """The rows the issue asks for: attempts, overlaps, revenue, stale writes, work redone."""
+    """The table's rows per DAG: attempts, overlaps, revenue, stale writes, adopted re-runs."""
     plain, safe = metrics(_plain()), metrics(_crashsafe())
     assert plain["loads run more than once"] == safe["loads run more than once"] == "4/4"
     assert plain["attempts (all tasks)"] == "10"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_crashsafe.drill.work_meter import (
+from drill.work_meter import (
     LABEL_PREFIX,
     MAX_LABEL_BYTES,
     Execution,

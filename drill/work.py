@@ -1,29 +1,42 @@
-"""The drill report's warehouse-work section: work needed, redone and adopted, measured server-side.
+"""Capability: the work meter. Warehouse work needed, redone and adopted, measured server-side.
 
 Airflow's attempt times cannot say how much warehouse work a reset cost (the abandoned attempt's
 statement runs on inside PostgreSQL), so this section reports what
-:class:`~airflow_crashsafe.drill.work_meter.WorkMeter` saw: per DAG, executions of the long
+:class:`~drill.work_meter.WorkMeter` saw: per DAG, executions of the long
 warehouse job, the seconds the night needed, the seconds redone (and their share of the needed
 ones) and the seconds a re-run adopted instead of redoing; per task, the ones that ran more than
-once or adopted work. Definitions are :class:`~airflow_crashsafe.drill.work_meter.TaskWork`'s.
+once or adopted work. Definitions are :class:`~drill.work_meter.TaskWork`'s.
 
 :class:`WorkReport` round-trips through the drill's facts JSON (:meth:`WorkReport.to_facts`,
 :meth:`WorkReport.from_facts`), so the section renders from recorded facts like the rest of the
-report. Nothing here touches a process or a database.
+report. Crashsafe's re-runs should adopt in-flight work instead of redoing it (docs/design.md,
+"Server-side unit and adoption"); the section shows it, and the e2e test pins it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_crashsafe.drill.facts import DagFacts
-from airflow_crashsafe.drill.work_meter import Coverage, DagWork, MeterResult, TaskWork, summarize
+from drill.dags import SIDE_TITLES, dag_ids
+from drill.table import align
+from drill.work_meter import Coverage, DagWork, MeterResult, TaskWork, summarize
 
-__all__ = ["SIDE_TITLES", "WorkReport", "rerun_starts"]
+if TYPE_CHECKING:
+    from drill.facts import DrillFacts
+    from drill.session import DrillSession
+    from drill.writes import DagFacts
 
-SIDE_TITLES = {"plain": "plain operators", "crashsafe": "crashsafe"}
+__all__ = [
+    "WorkReport",
+    "collect",
+    "held",
+    "invariants",
+    "rerun_starts",
+    "rows",
+    "section",
+]
 
 
 def rerun_starts(dag: DagFacts) -> dict[str, float]:
@@ -37,11 +50,6 @@ def rerun_starts(dag: DagFacts) -> dict[str, float]:
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} %"
-
-
-def _table(rows: list[tuple[str, ...]], indent: str) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 @dataclass
@@ -123,7 +131,7 @@ class WorkReport:
             ("redone % of needed", *(_pct(d.redone_pct) for _, d in shown)),
             ("taken over s", *(f"{d.adopted:.0f}" for _, d in shown)),
         ]
-        lines += _table(totals, "  ")
+        lines += align(totals, "  ")
         lines += [
             "  (needed: each task's longest execution; redone: its other executions;",
             "   taken over: work in flight when its re-run started, which the re-run did not redo —",
@@ -151,10 +159,10 @@ class WorkReport:
         head += " executed more than once" + (f", {adopted} took over in-flight work" if adopted else "")
         if not listed:
             return [head]
-        rows: list[tuple[str, ...]] = [
+        table: list[tuple[str, ...]] = [
             ("task", "runs", "seconds of each run", "needed", "redone", "taken over")
         ]
-        rows += [
+        table += [
             (
                 t.task_id,
                 str(t.executions),
@@ -165,4 +173,30 @@ class WorkReport:
             )
             for t in listed
         ]
-        return [head, *_table(rows, "    ")]
+        return [head, *align(table, "    ")]
+
+
+def collect(session: DrillSession, facts: DrillFacts) -> None:
+    """Summarise what the meter saw, with each re-run's start from the tasks (writes first)."""
+    if session.work is None:
+        return
+    reruns = {
+        k: v for d in (facts.plain, facts.crashsafe) if d is not None for k, v in rerun_starts(d).items()
+    }
+    facts.work = WorkReport.build(session.work, dag_ids(session.keys), reruns).to_facts()
+
+
+def rows(facts: DrillFacts, side: str) -> dict[str, str]:
+    return {}
+
+
+def section(facts: DrillFacts) -> list[str]:
+    return WorkReport.from_facts(facts.work).lines() if facts.work else []
+
+
+def invariants(facts: DrillFacts) -> list[str]:
+    return []
+
+
+def held(facts: DrillFacts) -> list[str]:
+    return []

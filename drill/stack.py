@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from airflow_crashsafe.drill.airflow_home import DrillHome, component_env
-from airflow_crashsafe.drill.components import (
+from drill.airflow_home import DrillHome, component_env
+from drill.cluster import PostgresCluster, find_pg_bin, sqlalchemy_url
+from drill.components import (
     Component,
+    airflow_component,
     drill_processes,
     health,
     kill_drill_processes,
     wait_until,
 )
-from airflow_crashsafe.drill.session import COMMANDS
-from airflow_crashsafe.drill.warehouse import PostgresCluster, find_pg_bin, sqlalchemy_url
 
 __all__ = ["AirflowStack"]
 
@@ -90,18 +89,14 @@ class AirflowStack:
         migrate = self._component("db-migrate")
         migrate.start()
         self.sessions.add(migrate.pid or -1)
-        if migrate.proc is None or migrate.proc.wait(timeout=300) != 0:
-            raise RuntimeError(f"airflow db migrate failed:\n{migrate.tail()}")
+        migrate.wait_success(timeout=300)
         for name in ("api-server", "scheduler", "dag-processor"):
             self.launch(name)
         self.wait_healthy(boot_timeout)
         return self
 
     def _component(self, name: str) -> Component:
-        self._starts[name] = self._starts.get(name, 0) + 1
-        suffix = "" if self._starts[name] == 1 else f"-{self._starts[name]}"
-        airflow = str(Path(sys.executable).parent / "airflow")
-        return Component(name, [airflow, *COMMANDS[name]], self.env, self.home.logs / f"{name}{suffix}.log")
+        return airflow_component(name, self.env, self.home.logs, self._starts)
 
     def launch(self, name: str, as_name: str | None = None) -> Component:
         """Start component ``name`` (registered as ``as_name``, e.g. a second scheduler)."""

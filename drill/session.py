@@ -1,42 +1,26 @@
-"""One drill's resources — home, warehouse, components, vendors, watchdog — and their cleanup.
+"""One drill's resources — home, warehouse, components, vendors, watchdog, meter — and their cleanup.
 
 Everything the drill starts is recorded here as it starts, so that ``cleanup()`` (run in the
 CLI's ``finally``) can SIGKILL every process group and stop every in-process server, whatever
-phase failed.
+phase failed. After the crash, the capabilities collect their facts from it (:mod:`drill.capability`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from airflow_crashsafe.drill.airflow_home import DrillHome
-from airflow_crashsafe.drill.components import Component, drill_processes, kill_drill_processes
-from airflow_crashsafe.drill.scenario import Progress, Scenario
-from airflow_crashsafe.drill.vendors import DrillVendors
-from airflow_crashsafe.drill.warehouse import PostgresCluster, airflow_conn_uri, find_pg_bin, sqlalchemy_url
-from airflow_crashsafe.drill.watch import WatchdogProcess, WebhookReceiver
-from airflow_crashsafe.drill.work_meter import MeterResult, WorkMeter
+from drill.airflow_home import DrillHome
+from drill.cluster import PostgresCluster, airflow_conn_uri, find_pg_bin, libpq_url, sqlalchemy_url
+from drill.components import Component, airflow_component, drill_processes, kill_drill_processes
+from drill.scenario import Progress, Scenario
+from drill.vendors import DrillVendors
+from drill.watch import WatchdogProcess, WebhookReceiver
+from drill.work_meter import MeterResult, WorkMeter
 
-__all__ = ["COMMANDS", "DrillSession"]
-
-COMMANDS = {
-    "api-server": ["api-server"],
-    "scheduler": ["scheduler", "--skip-serve-logs"],
-    "dag-processor": ["dag-processor"],
-    # Deferred tasks wait here: a crashsafe re-run waiting to adopt its predecessor's unit.
-    "triggerer": ["triggerer", "--skip-serve-logs"],
-    "db-migrate": ["db", "migrate"],
-}
-
-
-def _libpq(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(("postgresql", *parts[1:])) if parts.scheme.startswith("postgres") else url
+__all__ = ["DrillSession"]
 
 
 class DrillSession:
@@ -59,6 +43,13 @@ class DrillSession:
         self.watchdog: WatchdogProcess | None = None
         self.meter: WorkMeter | None = None
         self.work: MeterResult | None = None
+        self.scenario: Scenario | None = None
+
+    def ran(self) -> Scenario:
+        """The crash scenario, once it started (the capabilities collect from it after the runs)."""
+        if self.scenario is None:
+            raise RuntimeError("the crash scenario has not run")
+        return self.scenario
 
     def warehouse(self) -> tuple[str, dict[str, str], str]:
         """(warehouse URL, connection env vars, metadata URL); starts the throwaway cluster if needed."""
@@ -87,22 +78,36 @@ class DrillSession:
             if args.metadata == "postgres":
                 metadata = sqlalchemy_url(self.cluster.url("airflow"))
         url = args.warehouse_url or (self.cluster.url("warehouse") if self.cluster else "")
-        env["AIRFLOW_CONN_CRASHSAFE_WAREHOUSE"] = airflow_conn_uri(_libpq(url))
-        return _libpq(url), env, metadata
+        env["AIRFLOW_CONN_CRASHSAFE_WAREHOUSE"] = airflow_conn_uri(libpq_url(url))
+        return libpq_url(url), env, metadata
 
     def component(self, name: str, env: dict[str, str]) -> Component:
-        self.starts[name] = self.starts.get(name, 0) + 1
-        suffix = "" if self.starts[name] == 1 else f"-{self.starts[name]}"
-        airflow = str(Path(sys.executable).parent / "airflow")
-        return Component(name, [airflow, *COMMANDS[name]], env, self.home.logs / f"{name}{suffix}.log")
+        return airflow_component(name, env, self.home.logs, self.starts)
 
-    def cleanup(self, scenario: Scenario | None) -> int:
+    def migrate(self, env: dict[str, str]) -> None:
+        """``airflow db migrate`` with the components' environment."""
+        migrate = self.component("db-migrate", env)
+        migrate.start()
+        self.sessions.add(migrate.pid or -1)
+        migrate.wait_success(timeout=300)
+
+    def start_watchdog(self, options: list[str]) -> None:
+        """The watchdog beside Airflow, alerting to a webhook in this process."""
+        self.receiver = WebhookReceiver()
+        self.watchdog = WatchdogProcess(self.home.api_url, self.receiver.url, self.home.logs, options=options)
+        self.watchdog.start()
+        self.sessions.add(self.watchdog.pid or -1)
+        self.progress(
+            f"watchdog started beside Airflow (pid {self.watchdog.pid}), alerts to {self.receiver.url}"
+        )
+
+    def cleanup(self) -> int:
         """SIGKILL every process group started, then every straggler; returns how many are left."""
         if self.watchdog is not None:
             self.watchdog.stop()
         if self.meter is not None:
             self.meter.stop()
-        for component in scenario.components.values() if scenario else []:
+        for component in self.scenario.components.values() if self.scenario else []:
             component.kill_group()
         kill_drill_processes(self.sessions, self.home.airflow_home)
         if self.cluster is not None:

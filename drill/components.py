@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,9 +24,27 @@ from typing import TypeVar
 
 import psutil
 
-__all__ = ["Component", "drill_processes", "health", "kill_drill_processes", "wait_until"]
+__all__ = [
+    "COMMANDS",
+    "Component",
+    "airflow_component",
+    "drill_processes",
+    "health",
+    "kill_drill_processes",
+    "wait_until",
+]
 
 T = TypeVar("T")
+
+#: ``airflow`` sub-commands the drill and the stack start, by component name.
+COMMANDS = {
+    "api-server": ["api-server"],
+    "scheduler": ["scheduler", "--skip-serve-logs"],
+    "dag-processor": ["dag-processor"],
+    # Deferred tasks wait here: a crashsafe re-run waiting to adopt its predecessor's unit.
+    "triggerer": ["triggerer", "--skip-serve-logs"],
+    "db-migrate": ["db", "migrate"],
+}
 
 
 @dataclass
@@ -82,11 +101,24 @@ class Component:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
 
+    def wait_success(self, timeout: float) -> None:
+        """Wait for a one-shot command (``db migrate``) to exit 0; RuntimeError with its log's tail if not."""
+        if self.proc is None or self.proc.wait(timeout=timeout) != 0:
+            raise RuntimeError(f"airflow {' '.join(self.argv[1:])} failed:\n{self.tail()}")
+
     def tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def airflow_component(name: str, env: dict[str, str], logs: Path, starts: dict[str, int]) -> Component:
+    """``airflow <COMMANDS[name]>``, logging to ``logs/<name>.log`` (``<name>-<n>.log``: n-th start)."""
+    starts[name] = starts.get(name, 0) + 1
+    suffix = "" if starts[name] == 1 else f"-{starts[name]}"
+    airflow = str(Path(sys.executable).parent / "airflow")
+    return Component(name, [airflow, *COMMANDS[name]], env, logs / f"{name}{suffix}.log")
 
 
 def drill_processes(sessions: set[int], airflow_home: Path | None = None) -> list[psutil.Process]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from airflow_crashsafe.drill.facts import AttemptFact, DagFacts, TaskFact, WarehouseFacts
-from airflow_crashsafe.drill.report_work import WorkReport, rerun_starts
-from airflow_crashsafe.drill.work_meter import Coverage, Execution, LabelWork, MeterResult
+from drill.attempts import AttemptFact, TaskFact
+from drill.work import WorkReport, rerun_starts
+from drill.work_meter import Coverage, Execution, LabelWork, MeterResult
+from drill.writes import DagFacts, WarehouseFacts
 
 T0 = 1_796_006_753.0
 DAG_IDS = {"plain": "nightly_revenue_plain", "crashsafe": "nightly_revenue_crashsafe"}

@@ -1,6 +1,6 @@
-"""The drill's warehouse: a throwaway PostgreSQL cluster, an existing database, or an SQLite file.
+"""The drill's throwaway PostgreSQL cluster (warehouse, crashsafe store, optional metadata DB) and URLs.
 
-PostgreSQL is the default because the crashsafe MERGE and partition operators are first-class
+PostgreSQL is the warehouse because the crashsafe MERGE and partition operators are first-class
 there and SQLite serialises writers. The cluster runs on a private port and socket directory, as
 the ``postgres`` user when the drill runs as root (``initdb``/``postgres`` refuse root).
 """
@@ -15,11 +15,19 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from airflow_crashsafe.drill.airflow_home import free_port
+from drill.airflow_home import free_port
 
-__all__ = ["PG_BIN_CANDIDATES", "PostgresCluster", "airflow_conn_uri", "find_pg_bin", "sqlalchemy_url"]
+__all__ = [
+    "PG_BIN_CANDIDATES",
+    "PostgresCluster",
+    "airflow_conn_uri",
+    "find_pg_bin",
+    "libpq_url",
+    "sqlalchemy_url",
+]
 
 PG_BIN_CANDIDATES = [f"/usr/lib/postgresql/{v}/bin" for v in (17, 16, 15, 14, 13)]
 
@@ -45,6 +53,12 @@ def airflow_conn_uri(url: str) -> str:
     return url
 
 
+def libpq_url(url: str) -> str:
+    """A ``postgresql://`` URL (what libpq and psycopg accept) for any ``postgres*://`` URL."""
+    parts = urlsplit(url)
+    return urlunsplit(("postgresql", *parts[1:])) if parts.scheme.startswith("postgres") else url
+
+
 def sqlalchemy_url(url: str) -> str:
     """A SQLAlchemy URL using psycopg 3 for a ``postgres(ql)://`` URL; other URLs unchanged."""
     parts = urlsplit(url)
@@ -61,24 +75,22 @@ class PostgresCluster:
     bin_dir: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    data_dir: Path = field(init=False)
+    socket_dir: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data_dir = self.root / "pgdata"
+        self.socket_dir = self.root / "pgsocket"
 
     @property
     def _user(self) -> str | None:
         return "postgres" if os.geteuid() == 0 else None
 
-    def _identity(self) -> tuple[str | None, int | None, list[int] | None]:
-        """(user, group, extra_groups) for subprocess: drop root to ``postgres`` when root."""
+    def _as_user(self) -> dict[str, Any]:
+        """``subprocess`` keywords that drop root to ``postgres`` (none when not root)."""
         if self._user is None:
-            return None, None, None
-        return self._user, pwd.getpwnam(self._user).pw_gid, []
-
-    @property
-    def data_dir(self) -> Path:
-        return self.root / "pgdata"
-
-    @property
-    def socket_dir(self) -> Path:
-        return self.root / "pgsocket"
+            return {}
+        return {"user": self._user, "group": pwd.getpwnam(self._user).pw_gid, "extra_groups": []}
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
@@ -91,7 +103,7 @@ class PostgresCluster:
             uid, gid = pwd.getpwnam(self._user).pw_uid, pwd.getpwnam(self._user).pw_gid
             for path in (self.root, self.socket_dir):
                 os.chown(path, uid, gid)
-        user, group, extra_groups = self._identity()
+        as_user = self._as_user()
         with log_path.open("ab") as log:
             subprocess.run(
                 [
@@ -108,9 +120,7 @@ class PostgresCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 check=True,
-                user=user,
-                group=group,
-                extra_groups=extra_groups,
+                **as_user,
             )
             self.proc = subprocess.Popen(
                 [
@@ -136,9 +146,7 @@ class PostgresCluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                user=user,
-                group=group,
-                extra_groups=extra_groups,
+                **as_user,
             )
         self._wait_ready(timeout)
         for database in databases:

@@ -20,8 +20,9 @@ __all__ = ["DrillHome", "component_env", "free_port", "repo_root"]
 
 
 def repo_root() -> Path:
-    """The directory holding the ``airflow_crashsafe`` package (put on the components' PYTHONPATH)."""
-    return Path(__file__).resolve().parents[2]
+    """The checkout holding ``drill/`` (put on the components' PYTHONPATH, so that a checkout's
+    ``airflow_crashsafe`` is the one Airflow loads)."""
+    return Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -37,12 +38,17 @@ class DrillHome:
 
     root: Path
     airflow_home: Path = field(init=False)
+    #: The components' own logs (the tasks' logs are in :attr:`task_logs`).
     logs: Path = field(init=False)
+    metadata_sqlite: Path = field(init=False)
+    task_logs: Path = field(init=False)
     api_port: int = field(default_factory=free_port)
 
     def __post_init__(self) -> None:
         self.airflow_home = self.root / "airflow_home"
         self.logs = self.root / "component_logs"
+        self.metadata_sqlite = self.airflow_home / "airflow.db"
+        self.task_logs = self.airflow_home / "logs"
         self.airflow_home.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
 
@@ -57,14 +63,6 @@ class DrillHome:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
-
-    @property
-    def metadata_sqlite(self) -> Path:
-        return self.airflow_home / "airflow.db"
-
-    @property
-    def task_logs(self) -> Path:
-        return self.airflow_home / "logs"
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -1,18 +1,12 @@
-"""The drill's payment, audit and alert report parts on recorded facts: no Airflow, no process."""
+"""The drill's payment capability on recorded facts: rows, invariants, the verdict's explanation."""
 
 from __future__ import annotations
 
-from airflow_crashsafe.drill.extra_facts import AlertFact, AuditFact, PaymentFact
-from airflow_crashsafe.drill.facts import AttemptFact, DagFacts, DrillFacts, TaskFact, WarehouseFacts
-from airflow_crashsafe.drill.report import all_broken, broken_invariants, render
-from airflow_crashsafe.drill.report_parts import (
-    STOPPED_FOR_PERSON,
-    alert_lines,
-    audit_lines,
-    payment_invariants,
-    payment_rows,
-    stopped_for_person,
-)
+from drill.attempts import STOPPED_FOR_PERSON, AttemptFact, TaskFact, stopped_for_person
+from drill.facts import DrillFacts
+from drill.payments import PaymentFact, payment_invariants, payment_rows
+from drill.report import all_broken, render
+from drill.writes import DagFacts, WarehouseFacts, broken_invariants
 
 T0 = 1_796_006_753.0
 
@@ -76,47 +70,6 @@ def test_payment_rows_per_vendor() -> None:
     plain = [PaymentFact("naive", "p01", "t", received=2, booked=2, keys=0)]
     assert payment_rows(plain, None)["naive vendor: payments booked"] == "2 (1 paid twice)"
     assert payment_rows(plain, None)["naive vendor: requests received"] == "2 (no key)"
-
-
-def test_audit_lines_mark_unprotected_reruns_harmful() -> None:
-    """Unprotected re-runs read HARMFUL with their risk; fenced or ledgered ones read harmless."""
-    facts = [
-        AuditFact(
-            "load_revenue_r01",
-            2,
-            ["vm 10", "vm 20"],
-            3.2,
-            ["overlap", "reset_rerun"],
-            "unprotected",
-            "critical",
-        ),
-        AuditFact("merge_revenue_r01", 2, ["vm 11", "vm 21"], 0.0, ["reset_rerun"], "fenced", "none"),
-    ]
-    text = "\n".join(audit_lines("d", facts))
-    assert "HARMFUL (critical risk)" in text
-    assert "harmless" in text
-    assert "vm 10, vm 20" in text
-
-
-def test_alert_lines_and_false_alarms_round_trip() -> None:
-    """Latencies are measured from the kill and the restart; earlier triggers count as false alarms."""
-    received = [
-        {"received_at": T0 - 10, "event": "trigger", "dedup_key": "airflow-crashsafe:h:scheduler_dead:a"},
-        {"received_at": T0 - 5, "event": "resolve", "dedup_key": "airflow-crashsafe:h:scheduler_dead:a"},
-    ]
-    alert = AlertFact(
-        T0, T0 + 40, alert_at=T0 + 33.0, alert_summary="s", resolve_at=T0 + 52.5, received=received
-    )
-    facts = DrillFacts(None, None, T0, T0 + 40, alert=alert)
-    again = DrillFacts.from_json(facts.to_json()).alert
-    assert again is not None
-    assert again.kill_to_alert == 33.0
-    assert again.restart_to_resolve == 12.5
-    assert again.false_alarms == 1
-    assert not again.open_at_kill
-    text = "\n".join(alert_lines(again))
-    assert "SIGKILL -> alert delivered: 33.0 s" in text
-    assert "1 scheduler-dead alert(s) before the kill" in text
 
 
 def test_render_says_why_the_crashsafe_run_failed() -> None:

@@ -274,28 +274,27 @@ class TaskWork:
         return self.total - self.needed
 
 
+class _TaskTotal:
+    """A :class:`DagWork` attribute: the same :class:`TaskWork` attribute summed over its tasks."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, dag: DagWork, owner: type | None = None) -> float:
+        return sum(getattr(task, self.name) for task in dag.tasks)
+
+
 @dataclass
 class DagWork:
-    """One DAG's measured tasks and their totals."""
+    """One DAG's measured tasks and their totals (each the sum of its tasks' own)."""
 
     dag_id: str
     tasks: list[TaskWork] = field(default_factory=list)
 
-    @property
-    def executions(self) -> int:
-        return sum(t.executions for t in self.tasks)
-
-    @property
-    def needed(self) -> float:
-        return sum(t.needed for t in self.tasks)
-
-    @property
-    def redone(self) -> float:
-        return sum(t.redone for t in self.tasks)
-
-    @property
-    def adopted(self) -> float:
-        return sum(t.adopted for t in self.tasks)
+    executions = _TaskTotal()
+    needed = _TaskTotal()
+    redone = _TaskTotal()
+    adopted = _TaskTotal()
 
     @property
     def redone_pct(self) -> float | None:

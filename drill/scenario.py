@@ -1,6 +1,6 @@
 """The crash itself: boot, trigger, SIGKILL the scheduler mid-run, restart it late, wait for the end.
 
-The timings follow what Airflow 3.3 does (ARCHITECTURE, "What Airflow 3.3 does on a crash"): only
+The timings follow what Airflow 3.3 does (docs/design.md, "How Airflow behaves on a crash"): only
 tasks still running when the restarted scheduler comes up are reset, and only if it comes back
 more than ``scheduler_health_check_threshold`` after its predecessor died. So the drill waits
 until every long task runs, kills a few seconds later, and keeps the scheduler down longer than
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_crashsafe.drill.airflow_home import DrillHome
-from airflow_crashsafe.drill.components import Component, health, wait_until
+from drill.airflow_home import DrillHome
+from drill.components import Component, health, wait_until
 
 __all__ = ["Api", "Progress", "Scenario", "ScenarioTimings"]
 
@@ -78,12 +78,15 @@ class Api:
         return str(self.get(f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")["state"])
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScenarioTimings:
-    """How the crash is timed; the e2e test shortens everything, including the threshold."""
+    """How the crash is timed, in seconds; the e2e test shortens everything, including the threshold."""
 
+    #: How long each load works in the warehouse: it must outlive the outage.
     work_seconds: int = 300
+    #: From "every long task runs" to the SIGKILL.
     kill_after: float = 10.0
+    #: How long the scheduler stays down: longer than the threshold, or nothing is reset.
     outage: float = 40.0
     health_check_threshold: int = 30
     boot_timeout: float = 180.0

@@ -1,10 +1,10 @@
-"""The drill's audit view: per reset pair, the overlap measured from the records and its classification."""
+"""The drill's audit capability: per reset pair, the measured overlap and its classification."""
 
 from __future__ import annotations
 
 from airflow_crashsafe.audit.classify import classify
 from airflow_crashsafe.audit.records import merge_rows
-from airflow_crashsafe.drill.audit_view import ResetPair, fact_from_report, reset_pairs, reset_summary
+from drill.audit import AuditFact, ResetPair, audit_lines, fact_from_report, reset_pairs, reset_summary
 from tests.unit.audit.test_classify import _history, at, row
 
 
@@ -40,3 +40,23 @@ def test_a_plain_retry_is_no_reset_pair() -> None:
     )
     assert reset_pairs(retry) == []
     assert reset_summary("crashsafe", [retry]) == "crashsafe: 0 reset re-runs, 0 overlapping"
+
+
+def test_audit_lines_mark_unprotected_reruns_harmful() -> None:
+    """Unprotected re-runs read HARMFUL with their risk; fenced or ledgered ones read harmless."""
+    facts = [
+        AuditFact(
+            "load_revenue_r01",
+            2,
+            ["vm 10", "vm 20"],
+            3.2,
+            ["overlap", "reset_rerun"],
+            "unprotected",
+            "critical",
+        ),
+        AuditFact("merge_revenue_r01", 2, ["vm 11", "vm 21"], 0.0, ["reset_rerun"], "fenced", "none"),
+    ]
+    text = "\n".join(audit_lines("d", facts))
+    assert "HARMFUL (critical risk)" in text
+    assert "harmless" in text
+    assert "vm 10, vm 20" in text

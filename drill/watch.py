@@ -1,10 +1,11 @@
 """The watchdog beside the drill's Airflow, and the local webhook its alerts are delivered to.
 
 The watchdog runs as its own process (``python -m airflow_crashsafe.watchdog.cli``), exactly as an
-operator would run it next to Airflow (ARCHITECTURE decision 10), with one generic webhook sink
-pointed at :class:`WebhookReceiver`, an HTTP server in the drill's process that stamps each
-delivery with its receipt time. SIGKILL-to-alert is then measured end to end: the poll, the rule,
-the sink's HTTP POST.
+operator would run it next to Airflow, outside it (docs/design.md, "Watchdog and alerting"), with
+one generic webhook sink pointed at :class:`WebhookReceiver`, an HTTP server in the drill's process
+that stamps each delivery with its receipt time. SIGKILL-to-alert is then measured end to end: the
+poll, the rule, the sink's HTTP POST. The watchdog's end-to-end tests and its latency benchmark
+use the same two pieces.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from airflow_crashsafe.drill.airflow_home import repo_root
-from airflow_crashsafe.drill.extra_facts import AlertFact
+from drill.airflow_home import repo_root
+from drill.components import Component
 
-__all__ = ["Delivery", "WatchdogProcess", "WebhookReceiver", "alert_fact"]
+__all__ = ["Delivery", "WatchdogProcess", "WebhookReceiver"]
 
 
 @dataclass
@@ -114,7 +115,7 @@ class WatchdogProcess:
     name: str = "watchdog"
     options: list[str] = field(default_factory=list)
     token: str | None = None
-    proc: subprocess.Popen[bytes] | None = None
+    process: Component | None = None
 
     @property
     def log_path(self) -> Path:
@@ -135,64 +136,28 @@ class WatchdogProcess:
         if self.token:
             env["CRASHSAFE_DRILL_API_TOKEN"] = self.token
             argv += ["--api-token-env", "CRASHSAFE_DRILL_API_TOKEN"]
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        self.process = Component(self.name, argv, env, self.log_path)
+        self.process.start()
         return self
 
     @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.process.proc if self.process else None
+
+    @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        return self.process.pid if self.process else None
 
     def stop(self) -> None:
         """SIGTERM (the watchdog stops cleanly between polls), SIGKILL the group if it lingers."""
-        if self.proc is None:
+        if self.process is None or self.process.proc is None:
             return
         with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGTERM)
+            self.process.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout=10)
+            self.process.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+            self.process.kill_group()
 
     def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-def alert_fact(
-    receiver: WebhookReceiver,
-    *,
-    crashed_at: float | None,
-    restarted_at: float | None,
-    settings: str,
-    wait_seconds: float,
-) -> AlertFact:
-    """The scheduler kill as the webhook saw it: first ``scheduler_dead`` trigger and its resolve.
-
-    The resolve may still be on its way when the runs end: wait up to ``wait_seconds`` for it.
-    """
-    since = crashed_at or 0.0
-    alert = receiver.wait_for("trigger", "scheduler_dead", after=since, timeout=0)
-    resolve = receiver.wait_for(
-        "resolve", "scheduler_dead", after=since, timeout=wait_seconds if alert else 0
-    )
-    return AlertFact(
-        crashed_at=crashed_at,
-        restarted_at=restarted_at,
-        alert_at=alert.at if alert else None,
-        alert_summary=alert.summary() if alert else None,
-        resolve_at=resolve.at if resolve else None,
-        received=[{**d.alert, "received_at": d.at} for d in receiver.snapshot()],
-        settings=settings,
-    )
+        return self.process.tail(lines) if self.process else ""

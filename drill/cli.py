@@ -1,0 +1,261 @@
+"""``python -m drill`` (``./dev drill``): the crash drill, from a fresh machine to a side-by-side report.
+
+Boots real Airflow with the two DAGs of :mod:`drill.dags`, SIGKILLs the scheduler while every
+load and payment push runs, restarts it late (:mod:`drill.scenario`), then has each capability
+of :data:`drill.report.CAPABILITIES` collect its facts and prints the report.
+
+Exit codes: 0 every crashsafe invariant held; 1 one broke; 3 the drill itself could not run or
+proved nothing (no load was interrupted). The plain DAG's damage is expected and only reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+
+from drill import dags
+from drill.airflow_home import component_env, repo_root
+from drill.components import wait_until
+from drill.facts import DrillFacts
+from drill.report import CAPABILITIES, all_broken, inconclusive, render
+from drill.scenario import Progress, Scenario, ScenarioTimings
+from drill.session import DrillSession
+from drill.vendors import VENDOR_NAMES, DrillVendors
+from drill.work_meter import WorkMeter
+
+__all__ = ["EXIT_BROKEN", "EXIT_DRILL_FAILED", "EXIT_OK", "build_parser", "main", "parse_args", "run"]
+
+EXIT_OK, EXIT_BROKEN, EXIT_DRILL_FAILED = 0, 1, 3
+
+#: The numeric options: flag, type, default, help.
+NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
+    ("--regions", int, 7, "regions per DAG; each has two parallel loads (default 7)"),
+    (
+        "--payments",
+        int,
+        2,
+        "payments pushed per vendor and DAG while the loads run (default 2; 0: no vendor push)",
+    ),
+    (
+        "--work-seconds",
+        int,
+        150,
+        "how long each load works in the warehouse (default 150: it must outlive the outage "
+        "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight)",
+    ),
+    ("--kill-after", float, 10.0, "seconds after all loads run before the SIGKILL"),
+    ("--outage", float, 40.0, "seconds the scheduler stays down"),
+    (
+        "--health-check-threshold",
+        int,
+        30,
+        "[scheduler] scheduler_health_check_threshold (the outage must exceed it)",
+    ),
+    (
+        "--watch-threshold",
+        int,
+        None,
+        "heartbeat age, s, at which the watchdog alerts (default: --health-check-threshold)",
+    ),
+    (
+        "--watch-interval",
+        float,
+        10.0,
+        "the watchdog's poll interval, s (default 10, its own default; 0: no watchdog)",
+    ),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The drill's options."""
+    parser = argparse.ArgumentParser(
+        prog="python -m drill",
+        description="The crash drill: boot real Airflow, SIGKILL the scheduler mid-run, restart it "
+        "late, and report what plain Airflow and crashsafe each got wrong.",
+        epilog="Exit codes: 0 every crashsafe invariant held; 1 one broke; 3 the drill could not run "
+        "or proved nothing.",
+    )
+    a = parser.add_argument
+    a("--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)")
+    a(
+        "--metadata",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="Airflow metadata DB: embedded SQLite or the throwaway PostgreSQL cluster",
+    )
+    a("--dags", choices=["both", "plain", "crashsafe"], default="both")
+    for flag, kind, default, text in NUMBERS:
+        a(flag, type=kind, default=default, help=text)
+    a(
+        "--logical-date",
+        help="logical date of both runs (default 2024-01-01, or now "
+        "with --warehouse-url so earlier drills' fences do not interfere)",
+    )
+    a("--workdir", help="parent of the temporary AIRFLOW_HOME (default: system temp)")
+    a("--keep", action="store_true", help="keep the temporary AIRFLOW_HOME and logs")
+    a("--facts-json", type=Path, help="also write the raw facts here (JSON)")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the options; the watchdog's threshold defaults to Airflow's health-check threshold."""
+    args = build_parser().parse_args(argv)
+    args.watch_threshold = int(args.watch_threshold or args.health_check_threshold)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m drill [options]``; returns the exit code (see the module docstring)."""
+    return run(parse_args(argv))
+
+
+def _crashsafe_available() -> bool:
+    return (repo_root() / "airflow_crashsafe" / "operators" / "sql.py").exists()
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the drill; see the module docstring for exit codes."""
+    progress = Progress()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    drill = DrillSession(args, progress)
+    rc, failed = EXIT_DRILL_FAILED, True
+    try:
+        _crash(drill, args, progress)
+        facts = _collect(drill, progress)
+        print(render(facts), flush=True)
+        if args.facts_json:
+            args.facts_json.write_text(facts.to_json())
+        rc = EXIT_BROKEN if all_broken(facts) else EXIT_OK
+        if rc == EXIT_OK and inconclusive(facts):
+            rc = EXIT_DRILL_FAILED
+        failed = rc != EXIT_OK
+    except KeyboardInterrupt:
+        progress("interrupted")
+    except Exception as exc:
+        progress(f"drill failed: {type(exc).__name__}: {exc}")
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            left = drill.cleanup()
+            progress(
+                f"cleanup done: {left} drill processes left" if left else "cleanup done: no process left"
+            )
+            if left:
+                rc = max(rc, EXIT_DRILL_FAILED)
+            if args.keep or failed:
+                progress(
+                    f"AIRFLOW_HOME and logs kept in {drill.home.root} (component logs: {drill.home.logs})"
+                    + (f"; PostgreSQL data in {drill.pg_outside}" if drill.pg_outside else "")
+                )
+            else:
+                drill.home.remove()
+                if drill.pg_outside is not None:
+                    shutil.rmtree(drill.pg_outside, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, previous)
+    return rc
+
+
+def _crash(drill: DrillSession, args: argparse.Namespace, progress: Progress) -> None:
+    """Boot Airflow with the DAGs, the vendors, the watchdog and the meter; crash; wait for the end."""
+    keys = drill.keys = ["plain", "crashsafe"] if args.dags == "both" else [args.dags]
+    if "crashsafe" in keys and not _crashsafe_available():
+        keys.remove("crashsafe")
+        drill.notes.append("crashsafe operators not installed yet: ran the plain DAG only")
+        progress("NOTICE: airflow_crashsafe.operators.sql is missing; running the plain DAG alone")
+    if not keys:
+        raise RuntimeError("no DAG to run")
+    dags_dir = drill.home.airflow_home / "dags"
+    dags.install(keys, dags_dir)
+    warehouse_url, conn_env, metadata_url = drill.warehouse()
+    drill.warehouse_url = warehouse_url
+    vendors = drill.vendors = DrillVendors.start()
+    progress(f"vendors listening: naive {vendors.naive.url}, key-honouring {vendors.keyed.url}")
+    extra = {
+        **conn_env,
+        **vendors.env(),
+        "CRASHSAFE_DRILL_REGIONS": str(args.regions),
+        "CRASHSAFE_DRILL_PAYMENTS": str(args.payments),
+    }
+    pushes = len(VENDOR_NAMES) * args.payments
+    running = (2 * args.regions + pushes) * len(keys)
+    env = component_env(
+        drill.home,
+        dags_folder=dags_dir,
+        metadata_url=metadata_url,
+        extra=extra,
+        health_check_threshold=args.health_check_threshold,
+        parallelism=max(32, running + 4),  # every long task must run at once to be caught by the crash
+    )
+    progress(
+        f"AIRFLOW_HOME {drill.home.airflow_home}; migrating the metadata DB ({metadata_url.split(':')[0]})"
+    )
+    drill.migrate(env)
+    scenario = drill.scenario = Scenario(
+        home=drill.home,
+        dag_ids=list(dags.dag_ids(keys).values()),
+        long_task_prefixes=(*dags.LONG_TASK_PREFIXES, dags.PUSH_PREFIX),
+        logical_date=_logical_date(args),
+        timings=ScenarioTimings(
+            work_seconds=args.work_seconds,
+            kill_after=args.kill_after,
+            outage=args.outage,
+            health_check_threshold=args.health_check_threshold,
+        ),
+        make_component=lambda name: drill.component(name, env),
+        progress=progress,
+        on_start=lambda c: drill.sessions.add(c.pid or -1),
+    )
+    scenario.boot()
+    if args.watch_interval > 0:
+        drill.start_watchdog(
+            ["--interval", str(args.watch_interval), "--threshold", str(args.watch_threshold)]
+        )
+    if drill.warehouse_url.startswith("postgres"):
+        # Counts, server-side, every execution of every load (abandoned attempts' included).
+        drill.meter = WorkMeter(drill.warehouse_url).start()
+    scenario.trigger({"work_seconds": args.work_seconds})
+    scenario.wait_running(expected=running)
+
+    def in_flight() -> bool:
+        return all(vendors.received_from(dag_id) >= pushes for dag_id in scenario.dag_ids)
+
+    wait_until("every payment push to reach its vendor", in_flight, 120)
+    if pushes:
+        progress(f"{pushes * len(keys)} payment pushes in flight (the vendors hold them)")
+    scenario.crash_and_restart()
+    scenario.wait_reset(release=vendors.release.set)
+    scenario.wait_finished()
+    if drill.meter is not None:
+        drill.work = drill.meter.stop()
+
+
+def _logical_date(args: argparse.Namespace) -> str:
+    if args.logical_date:
+        return str(args.logical_date)
+    if args.warehouse_url:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "2024-01-01T00:00:00Z"
+
+
+def _collect(drill: DrillSession, progress: Progress) -> DrillFacts:
+    """Each capability reads back what happened, in :data:`~drill.report.CAPABILITIES` order."""
+    scenario = drill.ran()
+    facts = DrillFacts(None, None, crashed_at=scenario.crashed_at, restarted_at=scenario.restarted_at)
+    for capability in CAPABILITIES:
+        capability.collect(drill, facts)
+    progress("report")
+    facts.wall_seconds = progress.elapsed()
+    facts.notes = drill.notes
+    facts.sessions = sorted(drill.sessions)
+    return facts
