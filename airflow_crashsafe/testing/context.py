@@ -21,7 +21,7 @@ def fake_context(
     clear_number: int = 0,
     ti_id: str | None = None,
 ) -> dict[str, Any]:
-    """``{"ti": ..., "dag_run": ...}`` with the attributes crashsafe reads (ARCHITECTURE decision 3)."""
+    """``{"ti": ..., "dag_run": ...}`` with the attributes crashsafe reads (docs/design.md, "Attempt")."""
     ti = SimpleNamespace(
         dag_id=dag_id,
         task_id=task_id,

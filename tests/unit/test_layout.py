@@ -101,8 +101,8 @@ def _table_constants() -> dict[str, str]:
 
 
 def _store_tables(constants: dict[str, str]) -> set[str]:
-    """Every table the store creates: named in a ``CREATE TABLE`` literally or through a constant."""
-    tables: set[str] = set()
+    """Every table the store creates: named in a ``CREATE TABLE`` literally, or a ``*_TABLE`` constant."""
+    tables = {value for name, value in constants.items() if name.endswith("_TABLE")}
     for path in _modules(STORE):
         for match in re.finditer(r"CREATE TABLE (?:IF NOT EXISTS )?(\{?\w+\}?)", path.read_text()):
             name = match.group(1)
