@@ -55,6 +55,12 @@ def _drill(args: argparse.Namespace) -> int:
     return int(_import_drill().run(args))
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from airflow_crashsafe.doctor import cli as doctor_cli
+
+    return int(doctor_cli.run(args))
+
+
 def _watch(args: argparse.Namespace) -> int:
     from airflow_crashsafe.watchdog import cli as watch_cli
 
@@ -73,6 +79,7 @@ def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
 
     from airflow_crashsafe.audit import cli as audit_cli
     from airflow_crashsafe.cli import ledger
+    from airflow_crashsafe.doctor import cli as doctor_cli  # imports Airflow only when it runs
     from airflow_crashsafe.watchdog import cli as watch_cli  # Airflow-free by design
 
     ledger.add_arguments(commands)
@@ -83,6 +90,16 @@ def build_parser(*, with_drill: bool = False) -> argparse.ArgumentParser:
     )
     watch_cli.add_arguments(watch)
     watch.set_defaults(handler=_watch)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this deployment for the hazards airflow-crashsafe knows, each with its fix",
+        description=doctor_cli.DESCRIPTION,
+        epilog=doctor_cli.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    doctor_cli.add_arguments(doctor)
+    doctor.set_defaults(handler=_doctor)
 
     drill = commands.add_parser("drill", help="run the crash drill (kill the scheduler mid-run, report)")
     drill.set_defaults(handler=_drill)
