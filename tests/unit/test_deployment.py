@@ -46,7 +46,7 @@ def test_metadata_database_ends_transactions_left_idle(compose: dict[str, Any]) 
     """The metadata PostgreSQL runs with idle_in_transaction_session_timeout on (a dead scheduler's wedge)."""
     command = compose["services"]["postgres"]["command"]
     assert command[0] == "postgres"
-    settings = dict(value.split("=", 1) for flag, value in zip(command, command[1:]) if flag == "-c")
+    settings = dict(command[i + 1].split("=", 1) for i, flag in enumerate(command[:-1]) if flag == "-c")
     assert settings["idle_in_transaction_session_timeout"] not in ("", "0")
 
 
