@@ -17,7 +17,9 @@ what ``pg_stat_activity`` and the ``job`` table show:
    started more than :data:`CLOCK_MARGIN` seconds after the transaction began: no scheduler owns a
    transaction begun before it existed;
 3. the transaction began while a scheduler that is now dead was running: no earlier than its
-   ``start_date`` and no later than its last heartbeat plus the heartbeat threshold.
+   ``start_date`` and no later than its last heartbeat plus the heartbeat threshold; and the
+   session was opened during that scheduler's life (at most :data:`STARTUP_MARGIN` seconds before
+   its job started), so a session of a process older than it (an api-server, say) is never its.
 
 With no live scheduler at all there is no successor to unblock: that is "scheduler dead", whose
 alert lists such sessions. With an HA replica that started before the transaction, ownership
@@ -41,6 +43,7 @@ from airflow_crashsafe.watchdog.health import JobRecord, Observation, is_alive, 
 
 __all__ = [
     "CLOCK_MARGIN",
+    "STARTUP_MARGIN",
     "WEDGE_KEY",
     "IdleTransaction",
     "WedgeWatch",
@@ -54,6 +57,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds by which a live scheduler's start must follow the transaction's begin (clock skew).
 CLOCK_MARGIN = 1.0
+#: Seconds a scheduler may open its first session before its ``job`` row records its start.
+STARTUP_MARGIN = 60.0
 #: Incident key prefix: ``scheduler_wedged:<backend pid>``.
 WEDGE_KEY = "scheduler_wedged"
 _INSUFFICIENT_PRIVILEGE = "42501"
@@ -160,17 +165,21 @@ def prove_orphaned(
             why = f"live scheduler job {job.job_id} started at {started}, not after the transaction began"
             return replace(tx, live=live, verdict=f"{why}: it may own it")
     slack = timedelta(seconds=threshold)
+    startup = timedelta(seconds=STARTUP_MARGIN)
     for job in schedulers:
         if job in live or job.start_date is None or job.latest_heartbeat is None:
             continue
-        if job.start_date - margin <= tx.xact_start <= job.latest_heartbeat + slack:
+        during = job.start_date - margin <= tx.xact_start <= job.latest_heartbeat + slack
+        if during and tx.backend_start >= job.start_date - startup:
             verdict = (
                 f"began at {tx.xact_start.isoformat()} while scheduler job {job.job_id} on "
                 f"{job.hostname} ran (last heartbeat {job.latest_heartbeat.isoformat()}, now dead), "
                 "before every live scheduler started"
             )
             return replace(tx, owner=job, live=live, verdict=verdict)
-    return replace(tx, live=live, verdict="began while no scheduler that is now dead was running")
+    return replace(
+        tx, live=live, verdict="no scheduler that is now dead was running when it began and opened it"
+    )
 
 
 def remedy(tx: IdleTransaction) -> str:

@@ -53,8 +53,15 @@ def test_proven_orphan_names_its_dead_scheduler() -> None:
         ([scheduler(3, BEGAN - timedelta(minutes=1), NOW), RESTARTED, DEAD], "may own it"),
         ([scheduler(3, BEGAN + timedelta(seconds=0.5), NOW), DEAD], "may own it"),  # within the clock margin
         ([RESTARTED, scheduler(1, BEGAN - timedelta(hours=2), BEGAN - timedelta(minutes=5))], "no scheduler"),
+        ([RESTARTED, scheduler(1, BEGAN - timedelta(minutes=30), BEGAN, state="failed")], "no scheduler"),
     ],
-    ids=["nothing-restarted", "ha-replica-older", "clock-margin", "no-dead-owner"],
+    ids=[
+        "nothing-restarted",
+        "ha-replica-older",
+        "clock-margin",
+        "no-dead-owner",
+        "session-older-than-owner",
+    ],
 )
 def test_not_proven_is_never_a_wedge(schedulers: list[JobRecord], why: str) -> None:
     """An older live replica, a start within the clock margin, or no dead owner: not proven, no page."""
