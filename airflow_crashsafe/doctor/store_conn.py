@@ -24,9 +24,9 @@ def check_store_connection() -> list[Finding]:
         f"and the api-server, e.g. AIRFLOW_CONN_{conn_id.upper()}=postgresql://user:pass@host:5432/"
         "crashsafe, then run `airflow-crashsafe db migrate`"
     )
+    several = [name for name in executors() if name not in SINGLE_HOST_EXECUTORS]
     if not store_connection_exists(conn_id):
         path = config.embedded_store_path()
-        several = [name for name in executors() if name not in SINGLE_HOST_EXECUTORS]
         details = {"conn_id": conn_id, "embedded_path": str(path), "executors": executors()}
         if several:
             return [
@@ -58,9 +58,20 @@ def check_store_connection() -> list[Finding]:
             )
         ]
     try:
-        where = db.describe()
+        where, shared = db.describe(), db.dialect.is_postgres
     finally:
         db.close()
+    if several and not shared:
+        return [
+            Finding(
+                name,
+                HAZARD,
+                f"the store connection {conn_id!r} is a SQLite file ({where}), but {', '.join(several)} "
+                "runs tasks on several hosts, which cannot share it",
+                fix=define,
+                details={"conn_id": conn_id},
+            )
+        ]
     return [
         Finding(
             name,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,8 @@ def test_adoption_needs_a_live_triggerer(
         ("CeleryExecutor", False, HAZARD),
         ("CeleryExecutor", True, OK),
         ("CeleryExecutor", "unreachable", HAZARD),
+        ("CeleryExecutor", "sqlite", HAZARD),
+        ("LocalExecutor", "sqlite", OK),
     ],
 )
 def test_store_connection_must_be_shared_on_several_hosts(
@@ -94,11 +97,14 @@ def test_store_connection_must_be_shared_on_several_hosts(
     executor: str,
     defined: bool | str,
     status: str,
+    tmp_path: Path,
 ) -> None:
     """No store connection is fine on one host only; a defined one must open from here."""
     monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", executor)
     monkeypatch.delenv("AIRFLOW_CONN_CRASHSAFE_DEFAULT", raising=False)
-    if defined == "unreachable":
+    if defined == "sqlite":
+        airflow_conn("crashsafe_default", f"sqlite:///{tmp_path}/store.db")
+    elif defined == "unreachable":
         airflow_conn("crashsafe_default", "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2")
     elif defined:
         airflow_conn("crashsafe_default", postgres_url)
