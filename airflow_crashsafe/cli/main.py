@@ -1,6 +1,6 @@
 """The ``airflow-crashsafe`` console script.
 
-Product commands only: the store, the ledger, the audit and the watchdog. Subcommands import what
+Product commands only: the store, the ledger, the audit, the watchdog and the deployment doctor. Subcommands import what
 they need only when they run. (The crash drill is the repository's proof harness, ``./dev drill``;
 it is not part of the installed package.)
 
@@ -34,6 +34,12 @@ def _db_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from airflow_crashsafe.doctor import cli as doctor_cli
+
+    return int(doctor_cli.run(args))
+
+
 def _watch(args: argparse.Namespace) -> int:
     from airflow_crashsafe.watchdog import cli as watch_cli
 
@@ -52,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from airflow_crashsafe.audit import cli as audit_cli
     from airflow_crashsafe.cli import ledger
+    from airflow_crashsafe.doctor import cli as doctor_cli  # imports Airflow only when it runs
     from airflow_crashsafe.watchdog import cli as watch_cli  # Airflow-free by design
 
     ledger.add_arguments(commands)
@@ -62,6 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch_cli.add_arguments(watch)
     watch.set_defaults(handler=_watch)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this deployment for the hazards airflow-crashsafe knows, each with its fix",
+        description=doctor_cli.DESCRIPTION,
+        epilog=doctor_cli.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    doctor_cli.add_arguments(doctor)
+    doctor.set_defaults(handler=_doctor)
     return parser
 
 

@@ -22,7 +22,14 @@ from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import schema
 from airflow_crashsafe.store.dbapi import Db, connect_target, connect_url
 
-__all__ = ["EVENT_KINDS", "Store", "connection_store", "open_store", "reset_store_cache"]
+__all__ = [
+    "EVENT_KINDS",
+    "Store",
+    "connection_store",
+    "open_store",
+    "reset_store_cache",
+    "store_connection_exists",
+]
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +242,8 @@ _stores_lock = threading.Lock()
 _said_embedded = False
 
 
-def _store_connection_exists(conn_id: str) -> bool:
+def store_connection_exists(conn_id: str) -> bool:
+    """Whether Airflow knows the connection ``conn_id`` here (else the embedded store is used)."""
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -262,7 +270,7 @@ def open_store(url: str | None = None) -> Store:
             store = Store(lambda: connect_url(url), location=url)
         else:
             conn_id = config.store_conn_id()
-            if _store_connection_exists(conn_id):
+            if store_connection_exists(conn_id):
                 store = connection_store(conn_id)
             else:
                 path = config.embedded_store_path()

@@ -46,8 +46,19 @@ DEFAULTS: dict[str, Any] = {
     "timeout": 5.0,
     "metrics_port": None,
     "metrics_host": "127.0.0.1",
+    # A dead scheduler's open transaction (see watchdog/wedge.py): idle this long to be judged.
+    "wedge_threshold": 60.0,
+    "heal": False,
 }
-_FLOATS = ("interval", "threshold", "grace", "repeat_interval", "canary_max_age", "timeout")
+_FLOATS = (
+    "interval",
+    "threshold",
+    "grace",
+    "repeat_interval",
+    "canary_max_age",
+    "timeout",
+    "wedge_threshold",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +101,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--timeout", type=float, help="timeout of one request to Airflow, s (default 5)")
     a("--metrics-port", type=int, help="serve Prometheus metrics on this port (default off)")
     a("--metrics-host", help="address for the metrics endpoint (default 127.0.0.1)")
+    a(
+        "--wedge-threshold",
+        type=float,
+        help="with --db-url on PostgreSQL: seconds a session must sit idle in a transaction holding "
+        "the scheduler's locks before it can be a dead scheduler's wedge (default 60)",
+    )
+    a(
+        "--heal",
+        action="store_const",
+        const=True,
+        help="terminate (pg_terminate_backend) a session proven to be a dead scheduler's open "
+        "transaction blocking the live one; needs --db-url and a role in pg_signal_backend",
+    )
     a("--once", action="store_true", help="poll once, deliver, exit 0 if healthy else 1 (for cron)")
     a("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
@@ -163,11 +187,21 @@ def _build(args: argparse.Namespace) -> Any:
     source: Source
     if db_url:
         from airflow_crashsafe.watchdog.db import DbSource
+        from airflow_crashsafe.watchdog.wedge import WedgeWatch
 
-        source = DbSource(db_url, timeout=opts["timeout"], canary_dag_id=opts["canary_dag_id"])
+        wedge = WedgeWatch(
+            idle_threshold=opts["wedge_threshold"],
+            heartbeat_threshold=opts["threshold"],
+            heal=bool(opts["heal"]),
+        )
+        source = DbSource(db_url, timeout=opts["timeout"], canary_dag_id=opts["canary_dag_id"], wedge=wedge)
     else:
         from airflow_crashsafe.watchdog.api import ApiSource
 
+        if opts["heal"]:
+            raise ConfigurationError(
+                "--heal reads and ends metadata-DB sessions: give --db-url or --db-url-env"
+            )
         source = ApiSource(
             opts["api_url"],
             timeout=opts["timeout"],

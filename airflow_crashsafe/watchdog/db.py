@@ -5,7 +5,10 @@ the ``job`` rows in state ``running`` (a SIGKILLed scheduler's row stays ``runni
 heartbeat decides), plus the newest row of each job type for components that have none running.
 PostgreSQL goes through psycopg (3), SQLite through the stdlib, both imported only when used;
 a fresh connection per poll, read-only, with short timeouts. ``dag_run`` and ``task_instance``
-are read when present (canary, running tasks) and noted when not.
+are read when present (canary, running tasks) and noted when not. On PostgreSQL, with a
+:class:`~airflow_crashsafe.watchdog.wedge.WedgeWatch`, each poll also looks for a dead
+scheduler's open transaction and, with ``--heal``, ends it (``pg_terminate_backend`` is allowed
+in a read-only session).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from airflow_crashsafe.watchdog.health import (
     Observation,
     parse_timestamp,
 )
+from airflow_crashsafe.watchdog.wedge import IdleTransaction, WedgeWatch
 
 __all__ = ["DbSource", "safe_db_url"]
 
@@ -62,7 +66,14 @@ class DbSource:
 
     source = "db"
 
-    def __init__(self, url: str, *, timeout: float = 5.0, canary_dag_id: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 5.0,
+        canary_dag_id: str | None = None,
+        wedge: WedgeWatch | None = None,
+    ) -> None:
         scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
         if scheme in ("postgresql", "postgres"):
             self.dialect = "postgresql"
@@ -83,9 +94,15 @@ class DbSource:
         self.target = safe_db_url(url)
         self.timeout = timeout
         self.canary_dag_id = canary_dag_id
+        if wedge is not None and wedge.heal and self.dialect != "postgresql":
+            raise ConfigurationError(
+                "--heal needs a PostgreSQL metadata database (--db-url postgresql://...)"
+            )
+        self.wedge = wedge if self.dialect == "postgresql" else None
 
     @contextlib.contextmanager
-    def _connect(self) -> Iterator[Any]:
+    def connect(self) -> Iterator[Any]:
+        """A new read-only connection to the metadata DB (psycopg or sqlite3), closed on exit."""
         if self.dialect == "postgresql":
             import psycopg
 
@@ -119,7 +136,7 @@ class DbSource:
     def observe(self, now: datetime) -> Observation:
         """One poll; a DB that cannot be read becomes an observation with ``error`` set."""
         try:
-            with self._connect() as conn:
+            with self.connect() as conn:
                 return self._observe(conn, now)
         except ConfigurationError:
             raise
@@ -167,6 +184,13 @@ class DbSource:
             )
         except Exception as exc:
             notes.append(f"running tasks unavailable: {type(exc).__name__}")
+        idle: tuple[IdleTransaction, ...] | None = None
+        if self.wedge is not None:
+            try:
+                idle, wedge_notes = self.wedge.inspect(conn, now)
+                notes += wedge_notes
+            except Exception as exc:
+                notes.append(f"open transactions not checked: {type(exc).__name__}: {exc}"[:300])
         return Observation(
             at=now,
             source="db",
@@ -174,5 +198,6 @@ class DbSource:
             exists=exists,
             running_tasks=running,
             notes=tuple(notes),
+            idle_transactions=idle,
             **canary,
         )

@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.watchdog.wedge import IdleTransaction
 
 __all__ = [
     "COMPONENTS",
@@ -22,6 +25,7 @@ __all__ = [
     "HealthFormatError",
     "JobRecord",
     "Observation",
+    "is_alive",
     "parse_health",
     "parse_timestamp",
 ]
@@ -49,11 +53,15 @@ class JobRecord:
     reported_healthy: bool | None = None
     job_id: int | None = None
     hostname: str | None = None
+    #: When the job started (the ``job`` row's ``start_date``), where it was read.
+    start_date: datetime | None = None
 
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly summary for alert details."""
         beat = self.latest_heartbeat.isoformat() if self.latest_heartbeat else None
         out: dict[str, Any] = {"component": self.component, "latest_heartbeat": beat}
+        if self.start_date is not None:
+            out["start_date"] = self.start_date.isoformat()
         for key in ("job_id", "hostname", "state", "reported_healthy"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -69,6 +77,10 @@ class Observation:
     :param canary_last_success: end of the canary DAG's newest successful run, when checked.
     :param running_tasks: task instances running or queued at this moment, when readable.
     :param notes: parts that could not be read (e.g. the jobs list without credentials).
+    :param idle_transactions: metadata-DB sessions idle in a transaction past the wedge threshold
+        while holding locks on the scheduler's tables, each with the verdict on its owner (see
+        :mod:`airflow_crashsafe.watchdog.wedge`); None when not looked at (no ``--db-url`` on
+        PostgreSQL).
     """
 
     at: datetime
@@ -81,6 +93,7 @@ class Observation:
     canary_last_success: datetime | None = None
     running_tasks: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()
+    idle_transactions: tuple[IdleTransaction, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -88,6 +101,18 @@ class Observation:
 
     def jobs_of(self, component: str) -> list[JobRecord]:
         return [job for job in self.jobs if job.component == component]
+
+
+def is_alive(job: JobRecord, now: datetime, threshold: float) -> bool:
+    """Alive = running (by state or Airflow's verdict) and a heartbeat fresher than ``threshold``.
+
+    A heartbeat in the future (clock skew) counts as fresh.
+    """
+    if job.latest_heartbeat is None or job.reported_healthy is False:
+        return False
+    if job.state is not None and job.state != "running":
+        return False
+    return (now - job.latest_heartbeat).total_seconds() < threshold
 
 
 def parse_timestamp(value: Any) -> datetime | None:

@@ -4,7 +4,9 @@ Two steps. :func:`conditions` says what is wrong in one observation (nothing her
 time passing). :func:`evaluate` folds that into the incidents with the shared incident engine
 (:mod:`airflow_crashsafe.alerting.incidents`: grace, repeat, resolve). When the watchdog cannot
 see Airflow (source down, metadata DB unhealthy) only that is known: other incidents are neither
-opened nor resolved until it can see again. See docs/design.md, "Watchdog and alerting".
+opened nor resolved until it can see again. A dead scheduler's open transaction that blocks its
+restarted successor (:mod:`airflow_crashsafe.watchdog.wedge`) is an incident of its own, and the
+canary's stall says whether such a wedge is its cause. See docs/design.md, "Watchdog and alerting".
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 from airflow_crashsafe.alerting.incidents import Condition, Incident, advance
 from airflow_crashsafe.alerting.model import Alert
 from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.watchdog.health import JobRecord, Observation
+from airflow_crashsafe.watchdog.health import JobRecord, Observation, is_alive
+from airflow_crashsafe.watchdog.wedge import WEDGE_KEY, stall_cause, wedge_conditions
 
 __all__ = ["EXPECT_CHOICES", "VIEW_KEYS", "Rules", "check_expectation", "conditions", "evaluate", "is_alive"]
 
@@ -60,18 +63,6 @@ class Rules:
             )
 
 
-def is_alive(job: JobRecord, now: datetime, threshold: float) -> bool:
-    """Alive = running (by state or Airflow's verdict) and a heartbeat fresher than ``threshold``.
-
-    A heartbeat in the future (clock skew) counts as fresh.
-    """
-    if job.latest_heartbeat is None or job.reported_healthy is False:
-        return False
-    if job.state is not None and job.state != "running":
-        return False
-    return (now - job.latest_heartbeat).total_seconds() < threshold
-
-
 def _newest_beat(jobs: list[JobRecord]) -> datetime | None:
     beats = [j.latest_heartbeat for j in jobs if j.latest_heartbeat is not None]
     return max(beats) if beats else None
@@ -105,13 +96,20 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
     schedulers = observation.jobs_of("scheduler")
     alive = [j for j in schedulers if is_alive(j, now, rules.threshold)]
     if not alive:
+        dead: dict[str, Any] = {
+            "schedulers": [j.describe() for j in schedulers],
+            "running_tasks": _running(observation),
+        }
+        if observation.idle_transactions:
+            # Not a wedge yet (nothing restarted), but the next scheduler will be blocked by these.
+            dead["open_transactions"] = [tx.describe() for tx in observation.idle_transactions]
         add(
             Condition(
                 "scheduler_dead",
                 "critical",
                 f"Airflow scheduler dead: no heartbeat in {rules.threshold:g} s",
                 _newest_beat(schedulers),
-                {"schedulers": [j.describe() for j in schedulers], "running_tasks": _running(observation)},
+                dead,
             )
         )
     else:
@@ -124,6 +122,7 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
             )
             about = {"replica": job.describe(), "alive": [j.describe() for j in alive]}
             add(Condition(f"scheduler_replica_dead:{ident}", "warning", summary, job.latest_heartbeat, about))
+        found.update(wedge_conditions(observation))
 
     for component, expect in (
         ("triggerer", rules.expect_triggerer),
@@ -157,7 +156,9 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
             last = observation.canary_last_success
             details["last_success"] = last.isoformat() if last else None
             details["running_tasks"] = _running(observation)
+            details["cause"], because = stall_cause(observation)
             summary = f"Airflow scheduling stalled: canary {rules.canary_dag_id!r} has no recent success"
+            summary += because or ""
             if last is None:
                 # Never succeeded: maybe just deployed, so give it one full max age first.
                 add(Condition("scheduling_stalled", "critical", summary, now, details, rules.canary_max_age))
@@ -171,15 +172,23 @@ def evaluate(
 ) -> tuple[dict[str, Incident], list[Alert]]:
     """Fold one observation into the incidents; return the new incidents and the alerts to send.
 
-    While the watchdog is blind (``seen`` False) only the incidents about its view are judged.
+    While the watchdog is blind (``seen`` False) only the incidents about its view are judged. A
+    wedge pages without the grace: its idle threshold already is one, and ``--heal`` may end it
+    in the poll that finds it, so the page must go out in that poll to say what was done.
     """
     active, seen = conditions(observation, rules)
-    return advance(
-        incidents,
-        active,
-        observation.at,
-        grace=rules.grace,
-        repeat_interval=rules.repeat_interval,
-        instance=rules.instance,
-        judged=lambda key: seen or key in VIEW_KEYS,
-    )
+    result: dict[str, Incident] = {}
+    alerts: list[Alert] = []
+    for wedge, grace in ((False, rules.grace), (True, 0.0)):
+        part, raised = advance(
+            {k: v for k, v in incidents.items() if k.startswith(WEDGE_KEY) == wedge},
+            {k: v for k, v in active.items() if k.startswith(WEDGE_KEY) == wedge},
+            observation.at,
+            grace=grace,
+            repeat_interval=rules.repeat_interval,
+            instance=rules.instance,
+            judged=lambda key: seen or key in VIEW_KEYS,
+        )
+        result.update(part)
+        alerts += raised
+    return result, alerts

@@ -42,6 +42,14 @@ def test_watchdog_does_not_depend_on_the_scheduler(compose: dict[str, Any]) -> N
     assert "8974" not in json.dumps(watchdog)  # the scheduler's own health server port
 
 
+def test_metadata_database_ends_transactions_left_idle(compose: dict[str, Any]) -> None:
+    """The metadata PostgreSQL runs with idle_in_transaction_session_timeout on (a dead scheduler's wedge)."""
+    command = compose["services"]["postgres"]["command"]
+    assert command[0] == "postgres"
+    settings = dict(command[i + 1].split("=", 1) for i, flag in enumerate(command[:-1]) if flag == "-c")
+    assert settings["idle_in_transaction_session_timeout"] not in ("", "0")
+
+
 def test_watch_config_loads_and_builds_its_sinks(monkeypatch: pytest.MonkeyPatch) -> None:
     """deploy/watch.toml is a valid watchdog configuration once its secrets are in the environment."""
     from airflow_crashsafe.alerting.config import build_sinks

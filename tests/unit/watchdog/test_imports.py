@@ -33,6 +33,8 @@ BLOCKER = textwrap.dedent(
         "airflow_crashsafe.watchdog.loop",
         "airflow_crashsafe.watchdog.api",
         "airflow_crashsafe.watchdog.db",
+        "airflow_crashsafe.watchdog.wedge",
+        "airflow_crashsafe.watchdog.pg_sessions",
         "airflow_crashsafe.alerting",
         "airflow_crashsafe.alerting.incidents",
         "airflow_crashsafe.watchdog.rules",
