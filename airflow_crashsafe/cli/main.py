@@ -1,8 +1,8 @@
 """The ``airflow-crashsafe`` console script.
 
-Product commands only: the store, the ledger, the audit, the watchdog and the deployment doctor. Subcommands import what
-they need only when they run. (The crash drill is the repository's proof harness, ``./dev drill``;
-it is not part of the installed package.)
+Product commands only: the store, the ledger, the audit, the watchdog and the deployment doctor.
+Subcommands import what they need only when they run. (The crash drill is the repository's proof
+harness, ``./dev drill``; it is not part of the installed package.)
 
 Exit codes: 0 success, 2 usage error or :class:`~airflow_crashsafe.errors.CrashsafeError`,
 otherwise whatever the subcommand returns.
