@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_crashsafe.store.attempts import merge_rows
+
 __all__ = [
     "KINDS",
     "RESUME_START_SKEW",
@@ -135,8 +137,6 @@ class SlotReport:
 def _join(part: dict[str, Any], into: dict[str, Any]) -> dict[str, Any]:
     """``part`` (a process that stopped suspended) and ``into`` (the one that went on) as one row,
     keeping the latter's host, pid and end (still running: no end yet)."""
-    from airflow_crashsafe.audit.records import merge_rows
-
     joined = merge_rows(into, {**part, "hostname": into["hostname"], "pid": into["pid"]})
     joined.update({k: into.get(k) for k in ("ended_at", "end_source", "state", "state_source")})
     joined["reported_state"] = into.get("reported_state")
@@ -194,8 +194,6 @@ def _join_suspended(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _fold_try(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Rows of one try: those the process itself started are executions; the rest fill them in."""
-    from airflow_crashsafe.audit.records import merge_rows
-
     real = [r for r in rows if r.get("start_source") == "listener"]
     rest = [r for r in rows if r.get("start_source") != "listener"]
     if not real:

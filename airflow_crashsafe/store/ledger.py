@@ -1,4 +1,4 @@
-"""The idempotency ledger's SQL (ARCHITECTURE decision 7): intent before send, outcome after.
+"""The idempotency ledger's SQL (docs/design.md, "Ledger"): intent before send, outcome after.
 
 A row per idempotency key. ``state`` moves ``intent`` → ``succeeded`` | ``failed`` | ``conflict`` |
 ``unknown``. A row left in ``intent`` or ``unknown`` by another attempt means that attempt may have

@@ -1,4 +1,4 @@
-"""The crashsafe UI: a FastAPI app the plugin mounts at ``/crashsafe`` (ARCHITECTURE decision 11).
+"""The crashsafe UI: a FastAPI app the plugin mounts at ``/crashsafe``.
 
 Airflow imports the plugin module in every process, task runners included, so this package only
 describes the app: :data:`FASTAPI_APPS` holds a :class:`~airflow_crashsafe.ui.lazy.LazyApp` that

@@ -16,8 +16,9 @@ from typing import Any
 
 from airflow_crashsafe.audit import digest
 from airflow_crashsafe.audit.classify import RISKS, Execution, SlotReport, executions_of
-from airflow_crashsafe.audit.records import task_rows
 from airflow_crashsafe.store import Store, ledger
+from airflow_crashsafe.store.attempts import task_rows
+from airflow_crashsafe.store.duplicates import DuplicateFilter
 from airflow_crashsafe.ui.models import (
     DuplicateSlot,
     ExecutionOut,
@@ -97,15 +98,14 @@ def duplicate_slots(
     """``(total, highest risk and newest first up to limit)`` duplicates of readable DAGs."""
     if dag_id is not None and dag_id not in allowed:
         return 0, []
-    total, reports = digest.duplicates(
-        store, allowed, since=datetime.now(timezone.utc) - since, dag_id=dag_id, risk=risk, limit=limit
-    )
+    wanted = DuplicateFilter(tuple(allowed), datetime.now(timezone.utc) - since, dag_id=dag_id, risk=risk)
+    total, reports = digest.duplicates(store, wanted, limit=limit)
     return total, [_slot(r) for r in reports]
 
 
 def risk_counts(store: Store, allowed: frozenset[str], *, since: timedelta) -> dict[str, int]:
     """Duplicates of readable DAGs by risk, highest risk first, every risk present."""
-    counts = digest.risk_counts(store, allowed, since=datetime.now(timezone.utc) - since)
+    counts = digest.risk_counts(store, DuplicateFilter(tuple(allowed), datetime.now(timezone.utc) - since))
     return {risk: counts.get(risk, 0) for risk in reversed(RISKS)}
 
 

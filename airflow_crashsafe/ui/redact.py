@@ -1,6 +1,6 @@
 """Mask secret-looking values before anything from a task or a vendor is shown.
 
-The ledger stores no secrets by design (ARCHITECTURE decision 7), but a vendor's response body or
+The ledger stores no secrets by design (docs/design.md, "Ledger"), but a vendor's response body or
 an error text is the vendor's: a token echoed back would otherwise reach the browser. Keys that
 name a secret are masked wherever they nest; long strings are cut.
 """

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from airflow_crashsafe.audit.classify import classify
-from airflow_crashsafe.audit.records import merge_rows
 from airflow_crashsafe.drill.audit_view import ResetPair, fact_from_report, reset_pairs, reset_summary
+from airflow_crashsafe.store.attempts import merge_rows
 from tests.unit.audit.test_classify import _history, at, row
 
 
