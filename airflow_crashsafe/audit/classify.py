@@ -130,6 +130,14 @@ class SlotReport:
         return max((r.overlap_seconds for r in self.reruns), default=0.0)
 
     @property
+    def runs(self) -> int:
+        return len(self.executions)
+
+    @property
+    def first_started_at(self) -> datetime:
+        return self.executions[0].started_at
+
+    @property
     def slot_key(self) -> tuple[str, str, int, str]:
         return (self.dag_id, self.task_id, self.map_index, self.partition)
 

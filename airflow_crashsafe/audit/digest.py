@@ -105,19 +105,17 @@ def _last_active(rows: Iterable[Mapping[str, Any]], report: SlotReport) -> datet
     )
 
 
+#: What a digest row takes from its report as it is.
+_AS_IS = ("dag_id", "task_id", "map_index", "risk", "protection", "runs", "first_started_at")
+
+
 def _digest_row(rows: list[dict[str, Any]], r: SlotReport) -> DuplicateRow:
     return DuplicateRow(
-        dag_id=r.dag_id,
-        task_id=r.task_id,
-        map_index=r.map_index,
+        **{name: getattr(r, name) for name in _AS_IS},
         slot_partition=r.partition,
-        risk=r.risk,
         risk_rank=RISKS.index(r.risk),
         kinds=",".join(r.kinds),
         overlap_seconds=float(r.overlap_seconds),
-        protection=r.protection,
-        runs=len(r.executions),
-        first_started_at=r.executions[0].started_at,
         last_active_at=_last_active(rows, r),
         report=_report_json(r),
     )

@@ -48,14 +48,14 @@ class DuplicateRow:
 
 @dataclass(frozen=True)
 class DuplicateFilter:
-    """Which slots a reader asks for: those of the DAGs it may read, active since ``since``.
+    """Which slots a reader asks for: those of ``dags`` (the DAGs it may read and asked for) active
+    since ``since``, of one risk or any.
 
     ``dags`` must not be empty (a reader who may read no DAG gets nothing without asking).
     """
 
     dags: tuple[str, ...]
     since: datetime
-    dag_id: str | None = None
     risk: str | None = None
 
 
@@ -97,9 +97,6 @@ def _where(db: Db, wanted: DuplicateFilter) -> tuple[str, dict[str, Any]]:
     dags, params = in_list("a", sorted(wanted.dags))
     where = f"dag_id IN ({dags}) AND last_active_at >= %(since)s"
     params["since"] = to_db(db, wanted.since)
-    if wanted.dag_id is not None:
-        where += " AND dag_id = %(dag_id)s"
-        params["dag_id"] = wanted.dag_id
     if wanted.risk is not None:
         where += " AND risk = %(risk)s"
         params["risk"] = wanted.risk

@@ -9,16 +9,20 @@ this app's route paths under the mount's root path (``/crashsafe``, behind any
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader
 
-__all__ = ["link", "page"]
+from airflow_crashsafe.ui.access import Reader
+
+__all__ = ["Listing", "link", "list_page", "page"]
 
 
 @cache
@@ -59,3 +63,37 @@ def page(request: Request, template: str, status_code: int = 200, **context: Any
         .render(request=request, link=lambda name, **p: link(request, name, **p), **context)
     )
     return HTMLResponse(html, status_code=status_code)
+
+
+class Listing(Protocol):
+    """What a list route found: one page of ``items`` and how many there are in all."""
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def items(self) -> Sequence[Any]: ...
+
+
+def list_page(
+    name: str,
+    request: Request,
+    user: BaseUser,
+    reader: Reader,
+    found: Listing,
+    filters: Mapping[str, Any],
+    **choices: Any,
+) -> HTMLResponse:
+    """The list page ``name`` (template ``name.html``, route ``name_page``): the readable DAGs and
+    ``choices`` to filter on, the filters applied (``f``, the DAG's included) and what was found."""
+    return page(
+        request,
+        f"{name}.html",
+        active=f"{name}_page",
+        user_name=user.get_name(),
+        dags=sorted(reader.allowed),
+        f={"dag_id": reader.dag_id, **filters},
+        total=found.total,
+        items=found.items,
+        **choices,
+    )
