@@ -8,12 +8,12 @@ successful write the thread drains the spool. Nothing here raises into the calle
 The store side is an :class:`AuditSink` (in production
 :class:`airflow_crashsafe.store.attempts.AttemptLog`): ``apply`` stores one event, ``touch`` a batch
 of liveness beacons. Every ``beacon_interval`` the thread refreshes ``last_seen_at`` of the attempts
-running in this process (one cheap UPDATE each), so a reset attempt that
-is SIGKILLed later leaves proof of how long it really ran. A stale attempt is stopped by its
-supervisor with SIGTERM and SIGKILLed 5 s later; the listener's SIGTERM handler calls
-:meth:`Writer.note_terminated`, after which the thread stores the SIGTERM moment (spooled if the
-store is down) and beacons every ``dying_interval``, so the recorded end of a killed attempt is
-within that of its real death and an overlap with its successor is measured, not guessed.
+running in this process (one cheap UPDATE each), so a reset attempt that is SIGKILLed later leaves
+proof of how long it really ran. A stale attempt is stopped by its supervisor with SIGTERM and
+SIGKILLed 5 s later; the listener's SIGTERM handler calls :meth:`Writer.note_terminated`, after
+which the thread stores the SIGTERM moment (spooled if the store is down) and beacons every
+``dying_interval``, so the recorded end of a killed attempt is within that of its real death and
+an overlap with its successor is measured, not guessed.
 
 A task process ends with ``os._exit()``, which kills this daemon thread wherever it is: in a write
 the hook gave up waiting for, or half-way through draining a spool file it had claimed (that file

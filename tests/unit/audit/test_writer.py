@@ -88,6 +88,20 @@ def test_sigterm_moment_is_spooled_when_the_store_is_down(tmp_path: Path) -> Non
     assert '"terminated_at": "' in line
 
 
+def test_a_failed_write_discards_the_connection_and_the_next_one_drains_the_spool(tmp_path: Path) -> None:
+    """A write the sink refuses is spooled and its connection dropped; the next stored write delivers it."""
+    sink = Sink()
+    w = writer(sink, tmp_path, beacon_interval=3600)
+    sink.down = True
+    assert not w.submit(START)
+    assert (sink.discarded, w.spool.count()) == (1, 1)
+    sink.down = False
+    later = replace(START, pid=12)
+    assert w.submit(later)
+    wait_for(lambda: w.spool.count() == 0)
+    assert sink.applied == [later, START]
+
+
 STOP = replace(START, started_at=None, ended_at=START.started_at, reported_state="deferred")
 
 
