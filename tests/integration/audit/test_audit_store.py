@@ -85,6 +85,9 @@ class Flaky(AttemptLog):
             raise ConnectionError("store down")
         super().apply(event)
 
+    def discard_connection(self) -> None:
+        """Keep it: the outage is simulated, the connection itself never broke."""
+
 
 def test_store_outage_spools_without_slowing_tasks_and_loses_nothing(store: Store, tmp_path: Path) -> None:
     """With the store down or hanging, each event costs at most the time limit; all arrive afterwards."""
