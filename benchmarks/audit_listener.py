@@ -36,9 +36,9 @@ def main() -> int:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
     from airflow_crashsafe.audit import listener
-    from airflow_crashsafe.audit.records import apply_event
     from airflow_crashsafe.audit.spool import Spool
     from airflow_crashsafe.audit.writer import Writer
+    from airflow_crashsafe.store.attempts import AttemptLog
     from airflow_crashsafe.store.dbapi import connect_url
     from airflow_crashsafe.store.store import Store
 
@@ -49,11 +49,7 @@ def main() -> int:
     store = Store(lambda: connect_url(url), location=url)
     store.migrate()
 
-    def apply(event: object) -> None:
-        with store.transaction() as db:
-            apply_event(db, event)  # type: ignore[arg-type]
-
-    writer = Writer(apply, Spool(os.path.join(os.environ["AIRFLOW_HOME"], "spool")), timeout=0.5)
+    writer = Writer(AttemptLog(store), Spool(os.path.join(os.environ["AIRFLOW_HOME"], "spool")), timeout=0.5)
     listener.set_writer(writer)
     dag_run = SimpleNamespace(
         run_id="bench", logical_date=datetime(2026, 1, 1, tzinfo=timezone.utc), clear_number=0

@@ -5,7 +5,7 @@ every task starts (try 1, listener start and liveness beacons), the scheduler is
 back after an outage longer than the health-check threshold and resets them; try 2 starts at once
 while try 1's worker is still alive (its beacons go on until its next heartbeat gets it killed), so
 the two overlap; try 2 succeeds. Try 1 ends with no hook at all. Events go through
-:func:`airflow_crashsafe.audit.records.apply_event`, exactly as the listener writes them.
+:func:`airflow_crashsafe.store.attempts.record`, exactly as the listener writes them.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_crashsafe.audit.events import AttemptEvent
-from airflow_crashsafe.audit.records import apply_event
 from airflow_crashsafe.identity import Attempt, Slot
-from airflow_crashsafe.store import Store, ledger
+from airflow_crashsafe.store import Store, attempts, ledger
 
 __all__ = ["Crash", "seed_crash", "seed_protection_records"]
 
@@ -117,7 +116,7 @@ def seed_crash(
                     for event in _events(
                         dag, task_name.format(i=i), run, part, t0 + timedelta(seconds=i % 5), crash, n
                     ):
-                        apply_event(db, event)
+                        attempts.record(db, event)
                     n += 1
     return crash
 

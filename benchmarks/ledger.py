@@ -222,15 +222,15 @@ def _counted(counts: dict[str, float]) -> Iterator[None]:
 
         return wrapper
 
-    saved = Db.execute, Db.fetch_alone, Db.commit, prepared._run
+    saved = Db.execute, Db.fetch_alone, Db.commit, prepared.send_and_wait
     Db.execute = counting("statements", Db.execute)  # type: ignore[method-assign]
     Db.fetch_alone = counting("statements", Db.fetch_alone)  # type: ignore[method-assign]
     Db.commit = counting("commits", Db.commit)  # type: ignore[method-assign]
-    prepared._run = counting("statements", prepared._run)
+    prepared.send_and_wait = counting("statements", prepared.send_and_wait)
     try:
         yield
     finally:
-        Db.execute, Db.fetch_alone, Db.commit, prepared._run = saved  # type: ignore[method-assign]
+        Db.execute, Db.fetch_alone, Db.commit, prepared.send_and_wait = saved  # type: ignore[method-assign]
 
 
 @contextmanager

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow.api_fastapi.core_api.security import get_user
 
     from airflow_crashsafe.audit import digest
-    from airflow_crashsafe.audit.records import mark_dirty
+    from airflow_crashsafe.store import dirty
     from airflow_crashsafe.store.store import open_store
     from airflow_crashsafe.ui import render
     from airflow_crashsafe.ui.access import readable_dag_ids, ui_store
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def fresh_client() -> TestClient:
         """A new app, template cache and store connection: the api-server's first request."""
-        render._env.cache_clear()
+        render.reset_templates()
         store.close()
         app = create_app()
         app.dependency_overrides.update(overrides)
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(n):
                 run_id = f"scheduled__{crash.partitions[i % len(crash.partitions)]}"
                 task = {"dag_id": dags[i % len(dags)], "task_id": f"load_{i % tasks}", "map_index": -1}
-                mark_dirty(db, {**task, "run_id": run_id})
+                dirty.mark(db, {**task, "run_id": run_id})
 
     worst = 0.0
     with fresh_client() as client:

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from airflow_crashsafe.alerting import Alert, Dispatcher
 from airflow_crashsafe.alerting.incidents import Condition, page_once
 from airflow_crashsafe.audit.classify import RISKS, SlotReport
-from airflow_crashsafe.audit.records import claim_alert
+from airflow_crashsafe.store.audit_alerts import claim_alert
 from airflow_crashsafe.store.store import Store
 
 __all__ = ["alert_for", "alert_risky"]

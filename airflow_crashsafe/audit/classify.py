@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_crashsafe.store.attempts import merge_rows
+
 __all__ = [
     "KINDS",
     "RESUME_START_SKEW",
@@ -128,6 +130,14 @@ class SlotReport:
         return max((r.overlap_seconds for r in self.reruns), default=0.0)
 
     @property
+    def runs(self) -> int:
+        return len(self.executions)
+
+    @property
+    def first_started_at(self) -> datetime:
+        return self.executions[0].started_at
+
+    @property
     def slot_key(self) -> tuple[str, str, int, str]:
         return (self.dag_id, self.task_id, self.map_index, self.partition)
 
@@ -135,8 +145,6 @@ class SlotReport:
 def _join(part: dict[str, Any], into: dict[str, Any]) -> dict[str, Any]:
     """``part`` (a process that stopped suspended) and ``into`` (the one that went on) as one row,
     keeping the latter's host, pid and end (still running: no end yet)."""
-    from airflow_crashsafe.audit.records import merge_rows
-
     joined = merge_rows(into, {**part, "hostname": into["hostname"], "pid": into["pid"]})
     joined.update({k: into.get(k) for k in ("ended_at", "end_source", "state", "state_source")})
     joined["reported_state"] = into.get("reported_state")
@@ -194,8 +202,6 @@ def _join_suspended(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _fold_try(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Rows of one try: those the process itself started are executions; the rest fill them in."""
-    from airflow_crashsafe.audit.records import merge_rows
-
     real = [r for r in rows if r.get("start_source") == "listener"]
     rest = [r for r in rows if r.get("start_source") != "listener"]
     if not real:

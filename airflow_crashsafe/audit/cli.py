@@ -12,9 +12,13 @@ import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.audit.classify import SlotReport
+    from airflow_crashsafe.store.store import Store
 
 __all__ = ["add_arguments", "duration", "find_duplicates"]
 
@@ -70,26 +74,25 @@ def _reconcile(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-def find_duplicates(store: Any, *, since: timedelta, dag_id: str | None = None) -> list[Any]:
-    """Classified duplicate executions of slots active in the last ``since``."""
+def find_duplicates(store: Store, *, since: timedelta, dag_id: str | None = None) -> list[SlotReport]:
+    """Classified duplicate executions of slots active in the last ``since`` (no digest: from scratch)."""
     from airflow_crashsafe.audit.classify import classify
     from airflow_crashsafe.audit.protection import Evidence
-    from airflow_crashsafe.audit.records import slot_rows
-    from airflow_crashsafe.store import ledger
+    from airflow_crashsafe.store.attempts import slot_rows
+    from airflow_crashsafe.store.evidence import protection_records
 
-    with store.transaction() as db:
-        rows = slot_rows(db, since=datetime.now(timezone.utc) - since, dag_id=dag_id)
-    dags = sorted({r["dag_id"] for r in rows})
     events: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
-    for dag in dags:
-        events += store.events(dag_id=dag, kinds=("committed", "fenced_out", "skipped_committed"))
-        with store.transaction() as db:
-            entries += [e.__dict__ for e in ledger.list_entries(db, dag_id=dag, key=None, limit=100000)]
+    with store.transaction() as db:
+        rows = slot_rows(db, since=datetime.now(timezone.utc) - since, dag_id=dag_id)
+        for dag in sorted({r["dag_id"] for r in rows}):
+            found = protection_records(db, dag, sorted({r["task_id"] for r in rows if r["dag_id"] == dag}))
+            events += found[0]
+            entries += found[1]
     return classify(rows, Evidence(events, entries))
 
 
-def _table(reports: list[Any]) -> str:
+def _table(reports: list[SlotReport]) -> str:
     header = ("dag", "task", "partition", "runs", "classification", "overlap", "protection", "risk")
     rows = [header]
     for r in reports:
@@ -110,17 +113,23 @@ def _table(reports: list[Any]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
-def _as_json(r: Any) -> dict[str, Any]:
+#: What ``duplicates --json`` says of a slot, besides its executions.
+_JSON_FIELDS = (
+    "dag_id",
+    "task_id",
+    "map_index",
+    "partition",
+    "kinds",
+    "overlap_seconds",
+    "protection",
+    "protection_evidence",
+    "risk",
+)
+
+
+def _as_json(r: SlotReport) -> dict[str, Any]:
     return {
-        "dag_id": r.dag_id,
-        "task_id": r.task_id,
-        "map_index": r.map_index,
-        "partition": r.partition,
-        "kinds": list(r.kinds),
-        "overlap_seconds": r.overlap_seconds,
-        "protection": r.protection,
-        "protection_evidence": list(r.protection_evidence),
-        "risk": r.risk,
+        **{name: getattr(r, name) for name in _JSON_FIELDS},
         "executions": [
             {
                 **e.__dict__,

@@ -71,6 +71,16 @@ class AttemptEvent:
             f"({self.hostname or '?'} pid {self.pid or '?'}, {self.source})"
         )
 
+    def as_row(self) -> dict[str, Any]:
+        """This event as a row of ``crashsafe_attempts``: what it saw, and its source beside each
+        start, end and state it names (see :mod:`airflow_crashsafe.store.attempts`)."""
+        row = asdict(self)
+        source = row.pop("source")
+        row["start_source"] = source if self.started_at is not None else None
+        row["end_source"] = source if self.ended_at is not None else None
+        row["state_source"] = source if self.state is not None else None
+        return row
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (for the local spool)."""
         data = asdict(self)
@@ -153,11 +163,8 @@ def _operator_path(task: Any) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def started(ti: Any, *, now: datetime | None = None) -> AttemptEvent:
-    """The start of the calling process's attempt (``on_task_instance_running`` on a worker)."""
-    dag_run = _worker_dag_run(ti)
-    task = getattr(ti, "task", None)
-    at = _utc(getattr(ti, "start_date", None)) or now or datetime.now(timezone.utc)
+def _this_process(ti: Any, dag_run: Any, **seen: Any) -> AttemptEvent:
+    """What the calling task process itself (its host and pid) saw of its attempt."""
     return AttemptEvent(
         source="listener",
         **_common(ti),
@@ -165,6 +172,18 @@ def started(ti: Any, *, now: datetime | None = None) -> AttemptEvent:
         pid=os.getpid(),
         slot_partition=_partition(ti, dag_run),
         ti_id=str(ti.id),
+        **seen,
+    )
+
+
+def started(ti: Any, *, now: datetime | None = None) -> AttemptEvent:
+    """The start of the calling process's attempt (``on_task_instance_running`` on a worker)."""
+    dag_run = _worker_dag_run(ti)
+    task = getattr(ti, "task", None)
+    at = _utc(getattr(ti, "start_date", None)) or now or datetime.now(timezone.utc)
+    return _this_process(
+        ti,
+        dag_run,
         clear_number=int(getattr(dag_run, "clear_number", 0) or 0) if dag_run is not None else None,
         started_at=at,
         last_seen_at=at,
@@ -176,18 +195,11 @@ def started(ti: Any, *, now: datetime | None = None) -> AttemptEvent:
 def ended(ti: Any, state: str, *, now: datetime | None = None) -> AttemptEvent:
     """The end the calling task process reports (worker-side terminal hooks, in ``finalize()``)."""
     at = _utc(getattr(ti, "end_date", None)) or now or datetime.now(timezone.utc)
-    dag_run = _worker_dag_run(ti)
-    return AttemptEvent(
-        source="listener",
-        **_common(ti),
-        hostname=_worker_hostname(),
-        pid=os.getpid(),
-        slot_partition=_partition(ti, dag_run),
-        ti_id=str(ti.id),
-        ended_at=at,
-        reported_state=state,
-        last_seen_at=at,
-    )
+    return _this_process(ti, _worker_dag_run(ti), ended_at=at, reported_state=state, last_seen_at=at)
+
+
+#: What names an execution, and the slot it belongs to: all a beacon carries over from its start.
+_EXECUTION = ("dag_id", "task_id", "map_index", "run_id", "try_number", "hostname", "pid", "slot_partition")
 
 
 def seen(key: AttemptEvent, *, now: datetime | None = None, terminated: bool = False) -> AttemptEvent:
@@ -195,14 +207,7 @@ def seen(key: AttemptEvent, *, now: datetime | None = None, terminated: bool = F
     at = now or datetime.now(timezone.utc)
     return AttemptEvent(
         source="listener",
-        dag_id=key.dag_id,
-        task_id=key.task_id,
-        map_index=key.map_index,
-        run_id=key.run_id,
-        try_number=key.try_number,
-        hostname=key.hostname,
-        pid=key.pid,
-        slot_partition=key.slot_partition,
+        **{name: getattr(key, name) for name in _EXECUTION},
         last_seen_at=at,
         terminated_at=at if terminated else None,
     )

@@ -30,11 +30,14 @@ import logging
 import os
 import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from airflow_crashsafe import config
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.audit.writer import Writer
 
 __all__ = [
     "before_stopping",
@@ -51,7 +54,7 @@ log = logging.getLogger(__name__)
 #: The marker of ``airflow.listeners.hookimpl`` / ``airflow.sdk._shared.listeners.hookimpl``.
 hookimpl = pluggy.HookimplMarker("airflow")
 
-_writer: Any = None
+_writer: Writer | None = None
 _writer_lock = threading.Lock()
 _sigterm_chained_in: int | None = None  # the pid whose SIGTERM handler is chained
 _running_ti: tuple[int, Any] | None = None  # (pid, task instance) this task process runs
@@ -64,33 +67,21 @@ def _enabled() -> bool:
         return True
 
 
-def _build_writer() -> Any:
-    from airflow_crashsafe.audit.records import apply_event, touch
+def _build_writer() -> Writer:
     from airflow_crashsafe.audit.spool import Spool, default_spool_dir
     from airflow_crashsafe.audit.writer import Writer
     from airflow_crashsafe.store import open_store
-
-    store = open_store()
-
-    def apply(event: Any) -> None:
-        with store.transaction() as db:
-            apply_event(db, event)
-
-    def beacon(events: list[Any]) -> None:
-        with store.transaction() as db:
-            touch(db, events)
+    from airflow_crashsafe.store.attempts import AttemptLog
 
     return Writer(
-        apply,
+        AttemptLog(open_store()),
         Spool(default_spool_dir()),
         timeout=config.audit_timeout_seconds(),
         beacon_interval=config.audit_beacon_seconds(),
-        on_failure=store.discard_connection,
-        touch=beacon,
     )
 
 
-def get_writer() -> Any:
+def get_writer() -> Writer:
     """This process's writer, built on first use (and again after a fork)."""
     global _writer
     with _writer_lock:
@@ -99,7 +90,7 @@ def get_writer() -> Any:
         return _writer
 
 
-def set_writer(writer: Any) -> None:
+def set_writer(writer: Writer | None) -> None:
     """Use ``writer`` in this process (tests and benchmarks inject one bound to their store)."""
     global _writer
     with _writer_lock:

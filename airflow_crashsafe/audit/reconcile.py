@@ -20,8 +20,8 @@ from urllib.parse import quote
 import requests
 
 from airflow_crashsafe.audit.events import AttemptEvent
-from airflow_crashsafe.audit.records import apply_event, open_attempts
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.store import attempts
 from airflow_crashsafe.store.store import Store
 
 __all__ = ["AirflowApi", "ReconcileReport", "reconcile"]
@@ -142,7 +142,7 @@ def reconcile(
     now = now or datetime.now(timezone.utc)
     report = ReconcileReport()
     with store.transaction() as db:
-        rows = open_attempts(db, started_before=now - grace)
+        rows = attempts.open_attempts(db, started_before=now - grace)
     groups: dict[tuple[str, str, int, str], dict[str, Any]] = {}
     for row in rows:
         key = (row["dag_id"], row["task_id"], int(row["map_index"]), row["run_id"])
@@ -160,7 +160,9 @@ def reconcile(
             report.not_found.append(f"{key[0]}.{key[1]}[{key[2]}] {key[3]}")
             continue
         with store.transaction() as db:
-            existing = _rows_of(db, key)
+            existing = attempts.task_instance_rows(
+                db, dag_id=key[0], task_id=key[1], map_index=key[2], run_id=key[3]
+            )
             known = {int(r["try_number"]) for r in existing}
             procs = {(int(r["try_number"]), r["hostname"], int(r["pid"])) for r in existing}
             for t in tries:
@@ -178,16 +180,6 @@ def reconcile(
                     report.tries_added += 1
                 else:
                     continue
-                apply_event(db, event)
+                attempts.record(db, event)
     log.info("crashsafe reconcile: %s", report)
     return report
-
-
-def _rows_of(db: Any, key: tuple[str, str, int, str]) -> list[dict[str, Any]]:
-    from airflow_crashsafe.audit.records import _select
-
-    return _select(
-        db,
-        "dag_id = %(d)s AND task_id = %(t)s AND map_index = %(m)s AND run_id = %(r)s",
-        {"d": key[0], "t": key[1], "m": key[2], "r": key[3]},
-    )

@@ -24,9 +24,12 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from airflow_crashsafe.audit.events import AttemptEvent
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.store.store import Store
 
 __all__ = ["Spool", "default_spool_dir"]
 
@@ -153,19 +156,14 @@ def _drainer_alive(claimed: Path) -> bool:
     return True
 
 
-def deliver(store: Any, directory: Path) -> int:
+def deliver(store: Store, directory: Path) -> int:
     """Apply every spooled event under ``directory`` to ``store`` now; how many were delivered.
 
     For those who read the audit after the tasks are gone (``audit reconcile``, the drill): a
     task process that exited right after spooling left its events for the next drainer.
     """
-    from airflow_crashsafe.audit.records import apply_event
+    from airflow_crashsafe.store.attempts import AttemptLog
 
     if not directory.is_dir():
         return 0
-
-    def apply(event: AttemptEvent) -> None:
-        with store.transaction() as db:
-            apply_event(db, event)
-
-    return Spool(directory).drain(apply)
+    return Spool(directory).drain(AttemptLog(store).apply)

@@ -5,13 +5,15 @@ event not stored by then - store down, slow or hanging - is appended to the loca
 thread carries on. While a write is still stuck, later events go straight to the spool. After each
 successful write the thread drains the spool. Nothing here raises into the caller.
 
-Every ``beacon_interval`` the thread refreshes ``last_seen_at`` of the attempts running in this
-process (a liveness beacon, one cheap UPDATE each when ``touch`` is given), so a reset attempt that
-is SIGKILLed later leaves proof of how long it really ran. A stale attempt is stopped by its
-supervisor with SIGTERM and SIGKILLed 5 s later; the listener's SIGTERM handler calls
-:meth:`Writer.note_terminated`, after which the thread stores the SIGTERM moment (spooled if the
-store is down) and beacons every ``dying_interval``, so the recorded end of a killed attempt is
-within that of its real death and an overlap with its successor is measured, not guessed.
+The store side is an :class:`AuditSink` (in production
+:class:`airflow_crashsafe.store.attempts.AttemptLog`): ``apply`` stores one event, ``touch`` a batch
+of liveness beacons. Every ``beacon_interval`` the thread refreshes ``last_seen_at`` of the attempts
+running in this process (one cheap UPDATE each), so a reset attempt that is SIGKILLed later leaves
+proof of how long it really ran. A stale attempt is stopped by its supervisor with SIGTERM and
+SIGKILLed 5 s later; the listener's SIGTERM handler calls :meth:`Writer.note_terminated`, after
+which the thread stores the SIGTERM moment (spooled if the store is down) and beacons every
+``dying_interval``, so the recorded end of a killed attempt is within that of its real death and
+an overlap with its successor is measured, not guessed.
 
 A task process ends with ``os._exit()``, which kills this daemon thread wherever it is: in a write
 the hook gave up waiting for, or half-way through draining a spool file it had claimed (that file
@@ -30,17 +32,31 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Protocol
 
 from airflow_crashsafe.audit import events as ev
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.spool import Spool
 
-__all__ = ["Writer"]
+__all__ = ["AuditSink", "Writer"]
 
 log = logging.getLogger(__name__)
+
+
+class AuditSink(Protocol):
+    """Where the writer stores events. Each method raises on failure; the writer never lets it out."""
+
+    def apply(self, event: AttemptEvent) -> None:
+        """Store one event (merged into its execution's record; delivering it twice is harmless)."""
+
+    def touch(self, beacons: Sequence[AttemptEvent]) -> int:
+        """Refresh the liveness of already stored executions; how many were found."""
+
+    def discard_connection(self) -> None:
+        """A write failed: drop the connection it used, so the next write starts afresh."""
 
 
 @dataclass
@@ -51,33 +67,26 @@ class _Job:
 
 
 class Writer:
-    """One per process. ``apply(event)`` stores one event, ``touch(beacons)`` refreshes liveness.
-
-    Both raise on failure. Without ``touch``, beacons go through ``apply``.
-    """
+    """One per process: hands events to ``sink`` from its own thread, spooling what it cannot store."""
 
     def __init__(
         self,
-        apply: Callable[[AttemptEvent], None],
+        sink: AuditSink,
         spool: Spool,
         *,
         timeout: float = 0.5,
         beacon_interval: float = 5.0,
-        on_failure: Callable[[], None] | None = None,
-        touch: Callable[[list[AttemptEvent]], object] | None = None,
         dying_interval: float = 0.5,
         tick: float = 0.25,
         stop_timeout: float = 2.0,
     ) -> None:
-        self._apply = apply
-        self._touch = touch
+        self.sink = sink
         self.spool = spool
         self.timeout = timeout
         self.beacon_interval = beacon_interval
         self.dying_interval = dying_interval
         self._tick = tick
         self.stop_timeout = stop_timeout
-        self._on_failure = on_failure
         # Set by a signal handler, read by the thread: a plain attribute, no lock (see note_terminated).
         self._terminated_at: datetime | None = None
         self._termination_stored = False
@@ -206,7 +215,7 @@ class Writer:
 
     def _run(self, job: _Job) -> None:
         try:
-            self._apply(job.event)
+            self.sink.apply(job.event)
             job.ok = True
         except Exception as exc:
             log.warning(
@@ -229,7 +238,7 @@ class Writer:
         for event in running:
             marked = ev.seen(event, now=at, terminated=True)
             try:
-                self._apply(marked)
+                self.sink.apply(marked)
             except Exception:
                 self._failed()
                 try:
@@ -238,16 +247,15 @@ class Writer:
                     log.warning("crashsafe audit: could not spool %s", marked.describe(), exc_info=True)
 
     def _failed(self) -> None:
-        if self._on_failure is not None:
-            try:
-                self._on_failure()
-            except Exception:
-                log.debug("crashsafe audit: discarding the store connection failed", exc_info=True)
+        try:
+            self.sink.discard_connection()
+        except Exception:
+            log.debug("crashsafe audit: discarding the store connection failed", exc_info=True)
 
     def _drain(self) -> None:
         try:
             if self.spool.pending_files():
-                delivered = self.spool.drain(self._apply, stop=self._stop_draining)
+                delivered = self.spool.drain(self.sink.apply, stop=self._stop_draining)
                 if delivered:
                     log.info("crashsafe audit: delivered %d spooled events", delivered)
         except Exception:
@@ -261,10 +269,6 @@ class Writer:
         if not beacons:
             return
         try:
-            if self._touch is not None:
-                self._touch(beacons)
-            else:
-                for beacon in beacons:
-                    self._apply(beacon)
+            self.sink.touch(beacons)
         except Exception:
             self._failed()

@@ -19,6 +19,7 @@ from airflow_crashsafe.store.dbapi import Db
 
 __all__ = [
     "FENCE_TABLE",
+    "ISSUE_STATEMENT",
     "SLOT_MATCH",
     "CommittedBy",
     "FenceState",
@@ -62,7 +63,7 @@ SLOT_MATCH = (
 
 # Issue a token unless a newer try holds the slot or the slot is already committed in this
 # clear generation (docs/design.md, "Committed means done"). No row back means "look at why".
-_ISSUE = f"""
+ISSUE_STATEMENT = f"""
 INSERT INTO {FENCE_TABLE} AS f (dag_id, task_id, map_index, slot_partition, target,
     issued_token, issued_try, issued_ti_id, issued_host, issued_pid, issued_at)
 VALUES (%(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,
@@ -195,12 +196,12 @@ def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
     params = slot_params(slot, target) | _attempt_params(attempt)
     try:
         # One statement, one round trip: the token is visible to every other attempt at once.
-        row = db.execute_alone(_ISSUE, params).fetchone()
+        row = db.execute_alone(ISSUE_STATEMENT, params).fetchone()
     except Exception as exc:
         if not is_missing_table(exc):
             raise
         ensure_fence_table(db)
-        row = db.execute_alone(_ISSUE, params).fetchone()
+        row = db.execute_alone(ISSUE_STATEMENT, params).fetchone()
     # No row issued: a newer try holds the slot, or it is committed. Reading why is a second
     # statement; if the row moved on in between, the attempt is refused all the same.
     if row is not None:

@@ -199,7 +199,7 @@ RETURNING intent_at"""
 # Only the claim's time comes back (the caller knows everything else it inserted), as text for
 # store/prepared.py.
 _ISSUE_AND_CLAIM = f"""
-WITH issued AS ({fences._ISSUE}),
+WITH issued AS ({fences.ISSUE_STATEMENT}),
 claimed AS ({_INSERT_INTENT.format(token="issued.issued_token", source="FROM issued")})
 SELECT issued.issued_token::text, claimed.intent_at::text FROM issued LEFT JOIN claimed ON TRUE"""
 
@@ -263,23 +263,14 @@ def claim_new(
         return fences.Issue(token=token), None
     entry = LedgerEntry(
         idem_key=key,
-        dag_id=slot.dag_id,
-        task_id=slot.task_id,
-        map_index=slot.map_index,
-        slot_partition=slot.partition,
-        target=target,
+        **fences.slot_params(slot, target),
         version=version,
         fingerprint=fingerprint,
         request=request,
         state="intent",
         send_count=1,
         replay_count=0,
-        run_id=attempt.run_id,
-        try_number=attempt.try_number,
-        ti_id=attempt.ti_id,
-        hostname=attempt.hostname,
-        pid=attempt.pid,
-        token=token,
+        **_attempt_params(attempt, token),
         response_status=None,
         result=None,
         error=None,

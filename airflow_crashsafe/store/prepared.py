@@ -28,7 +28,7 @@ from typing import Any
 from airflow_crashsafe import config
 from airflow_crashsafe.store.dbapi import Db
 
-__all__ = ["fetch_text"]
+__all__ = ["fetch_text", "send_and_wait"]
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _INT8_OID = 20  # integers are declared bigint; the server casts them where a column is narrower
@@ -87,9 +87,9 @@ def fetch_text(db: Db, sql: str, params: Mapping[str, Any]) -> Rows:
         name = db.prepared.get((sql, types))
         if name is None:
             name = f"crashsafe_{len(db.prepared) + 1}".encode()
-            _check(_run(db, lambda: pgconn.send_prepare(name, shape.text, param_types=types)))
+            _check(send_and_wait(db, lambda: pgconn.send_prepare(name, shape.text, param_types=types)))
             db.prepared[(sql, types)] = name
-        result = _run(db, lambda: pgconn.send_query_prepared(name, encoded))
+        result = send_and_wait(db, lambda: pgconn.send_query_prepared(name, encoded))
     try:
         _check(result)
     except Exception as exc:
@@ -109,7 +109,7 @@ def _general(db: Db, sql: str, params: Mapping[str, Any]) -> Rows:
     ]
 
 
-def _run(db: Db, send: Any) -> Any:
+def send_and_wait(db: Db, send: Any) -> Any:
     """Send with ``send()`` and wait for the one result; a wait cut short closes the connection.
 
     The wait spins for up to ``[crashsafe] ledger_spin_wait_ms`` before it sleeps: a local server

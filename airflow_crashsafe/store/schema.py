@@ -77,9 +77,10 @@ def _audit_alerts_ddl(stamp: str, now: str) -> str:
 
 
 def _digest_ddl(stamp: str, real: str) -> tuple[str, ...]:
-    # The duplicate digest (audit.digest): one row per slot that executed more than once, kept
-    # current from the task instances whose records changed (crashsafe_audit_dirty; gen grows on
-    # every change, so a refresh deletes only the marks it has seen).
+    # The duplicate digest (store.duplicates, kept by audit.digest): one row per slot that executed
+    # more than once, kept current from the task instances whose records changed
+    # (crashsafe_audit_dirty, store.dirty; gen grows on every change, so a refresh deletes only the
+    # marks it has seen).
     return (
         """CREATE TABLE crashsafe_audit_dirty (
     dag_id TEXT NOT NULL, task_id TEXT NOT NULL, map_index INTEGER NOT NULL, run_id TEXT NOT NULL,

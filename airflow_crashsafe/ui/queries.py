@@ -3,8 +3,9 @@
 Duplicates come from the audit's digest (:mod:`airflow_crashsafe.audit.digest`): the audit's own
 classification, kept in the store and brought up to date incrementally before each read, for at
 most ``REFRESH_BUDGET_SECONDS`` (the rest is reported as pending and caught up by later requests
-or ``airflow-crashsafe audit reconcile``). Reads are bounded, indexed queries; ``allowed`` is
-always applied inside them, before anything is returned.
+or ``airflow-crashsafe audit reconcile``). Reads are bounded, indexed queries; the DAGs a
+:class:`~airflow_crashsafe.ui.access.Reader` may read are always applied inside them, before
+anything is returned.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any
 
 from airflow_crashsafe.audit import digest
 from airflow_crashsafe.audit.classify import RISKS, Execution, SlotReport, executions_of
-from airflow_crashsafe.audit.records import task_rows
 from airflow_crashsafe.store import Store, ledger
+from airflow_crashsafe.store.attempts import task_rows
+from airflow_crashsafe.store.duplicates import DuplicateFilter
+from airflow_crashsafe.ui.access import Reader
 from airflow_crashsafe.ui.models import (
     DuplicateSlot,
     ExecutionOut,
@@ -53,59 +56,28 @@ def pending_classification(store: Store) -> int:
 
 
 def _execution(e: Execution) -> ExecutionOut:
-    return ExecutionOut(
-        run_id=e.run_id,
-        try_number=e.try_number,
-        hostname=e.hostname,
-        pid=e.pid,
-        ti_id=e.ti_id,
-        clear_number=e.clear_number,
-        started_at=e.started_at,
-        ended_at=e.ended_at,
-        alive_until=e.alive_until,
-        end_source=e.end_source,
-        state=e.state,
-    )
+    return ExecutionOut.model_validate(e, from_attributes=True)
 
 
 def _slot(r: SlotReport) -> DuplicateSlot:
-    return DuplicateSlot(
-        dag_id=r.dag_id,
-        task_id=r.task_id,
-        map_index=r.map_index,
-        partition=r.partition,
-        runs=len(r.executions),
-        kinds=list(r.kinds),
-        overlap_seconds=r.overlap_seconds,
-        protection=r.protection,
-        protection_evidence=list(r.protection_evidence),
-        risk=r.risk,
-        first_started_at=r.executions[0].started_at,
-        executions=[_execution(e) for e in r.executions],
-    )
+    return DuplicateSlot.model_validate(r, from_attributes=True)
+
+
+def _duplicates(reader: Reader, since: timedelta, risk: str | None = None) -> DuplicateFilter:
+    return DuplicateFilter(tuple(reader.dags()), datetime.now(timezone.utc) - since, risk=risk)
 
 
 def duplicate_slots(
-    store: Store,
-    allowed: frozenset[str],
-    *,
-    since: timedelta,
-    dag_id: str | None = None,
-    risk: str | None = None,
-    limit: int = 100,
+    reader: Reader, *, since: timedelta, risk: str | None = None, limit: int = 100
 ) -> tuple[int, list[DuplicateSlot]]:
     """``(total, highest risk and newest first up to limit)`` duplicates of readable DAGs."""
-    if dag_id is not None and dag_id not in allowed:
-        return 0, []
-    total, reports = digest.duplicates(
-        store, allowed, since=datetime.now(timezone.utc) - since, dag_id=dag_id, risk=risk, limit=limit
-    )
+    total, reports = digest.duplicates(reader.store, _duplicates(reader, since, risk), limit=limit)
     return total, [_slot(r) for r in reports]
 
 
-def risk_counts(store: Store, allowed: frozenset[str], *, since: timedelta) -> dict[str, int]:
+def risk_counts(reader: Reader, *, since: timedelta) -> dict[str, int]:
     """Duplicates of readable DAGs by risk, highest risk first, every risk present."""
-    counts = digest.risk_counts(store, allowed, since=datetime.now(timezone.utc) - since)
+    counts = digest.risk_counts(reader.store, _duplicates(reader, since))
     return {risk: counts.get(risk, 0) for risk in reversed(RISKS)}
 
 
@@ -174,20 +146,12 @@ def with_outages(timeline: Timeline, outages: Iterable[Outage]) -> Timeline:
 
 
 def ledger_entries(
-    store: Store,
-    allowed: frozenset[str],
-    *,
-    dag_id: str | None = None,
-    state: str | None = None,
-    limit: int = 500,
+    reader: Reader, *, state: str | None = None, limit: int = 500
 ) -> tuple[int, list[LedgerEntryOut]]:
     """Idempotency keys of readable DAGs, newest intent first; requests never leave the store."""
-    if dag_id is not None and dag_id not in allowed:
-        return 0, []
-    dags = [dag_id] if dag_id is not None else sorted(allowed)
     entries: list[ledger.LedgerEntry] = []
-    with store.transaction() as db:
-        for dag in dags:
+    with reader.store.transaction() as db:
+        for dag in reader.dags():
             entries += ledger.list_entries(db, dag_id=dag, limit=limit)
     entries = [e for e in entries if state in (None, e.state)]
     entries.sort(key=lambda e: e.intent_at, reverse=True)
@@ -215,33 +179,24 @@ def ledger_entries(
     ]
 
 
-def _fence_rows(
-    store: Store, allowed: frozenset[str], dag_id: str | None, kinds: list[str]
-) -> list[dict[str, Any]]:
+def _fence_rows(reader: Reader, kinds: list[str]) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    for dag in [dag_id] if dag_id is not None else sorted(allowed):
-        events += store.events(dag_id=dag, kinds=kinds)
+    for dag in reader.dags():
+        events += reader.store.events(dag_id=dag, kinds=kinds)
     return events
 
 
-def fence_counts(store: Store, allowed: frozenset[str]) -> dict[str, int]:
+def fence_counts(reader: Reader) -> dict[str, int]:
     """How many fence rejections and skipped committed writes the readable DAGs recorded."""
-    return dict(Counter(str(e["kind"]) for e in _fence_rows(store, allowed, None, list(FENCE_KINDS))))
+    return dict(Counter(str(e["kind"]) for e in _fence_rows(reader, list(FENCE_KINDS))))
 
 
 def fence_events(
-    store: Store,
-    allowed: frozenset[str],
-    *,
-    dag_id: str | None = None,
-    kind: str | None = None,
-    limit: int = 500,
+    reader: Reader, *, kind: str | None = None, limit: int = 500
 ) -> tuple[int, list[FenceEvent]]:
     """Fence rejections and skipped committed work of readable DAGs, newest first."""
-    if dag_id is not None and dag_id not in allowed:
-        return 0, []
     kinds = [kind] if kind in FENCE_KINDS else list(FENCE_KINDS)
-    events = _fence_rows(store, allowed, dag_id, kinds)
+    events = _fence_rows(reader, kinds)
     events.sort(key=lambda e: int(e["id"]), reverse=True)
     return len(events), [
         FenceEvent(

@@ -9,16 +9,20 @@ this app's route paths under the mount's root path (``/crashsafe``, behind any
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader
 
-__all__ = ["link", "page"]
+from airflow_crashsafe.ui.access import Reader
+
+__all__ = ["Listing", "link", "list_page", "page", "reset_templates"]
 
 
 @cache
@@ -32,6 +36,11 @@ def _env() -> Environment:
     env.filters["when"] = _when
     env.filters["as_json"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
     return env
+
+
+def reset_templates() -> None:
+    """Forget the loaded templates, as a freshly started api-server has none (benchmarks time that)."""
+    _env.cache_clear()
 
 
 def _when(value: datetime | str | None) -> str:
@@ -59,3 +68,37 @@ def page(request: Request, template: str, status_code: int = 200, **context: Any
         .render(request=request, link=lambda name, **p: link(request, name, **p), **context)
     )
     return HTMLResponse(html, status_code=status_code)
+
+
+class Listing(Protocol):
+    """What a list route found: one page of ``items`` and how many there are in all."""
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def items(self) -> Sequence[Any]: ...
+
+
+def list_page(
+    name: str,
+    request: Request,
+    user: BaseUser,
+    reader: Reader,
+    found: Listing,
+    filters: Mapping[str, Any],
+    **choices: Any,
+) -> HTMLResponse:
+    """The list page ``name`` (template ``name.html``, route ``name_page``): the readable DAGs and
+    ``choices`` to filter on, the filters applied (``f``, the DAG's included) and what was found."""
+    return page(
+        request,
+        f"{name}.html",
+        active=f"{name}_page",
+        user_name=user.get_name(),
+        dags=sorted(reader.allowed),
+        f={"dag_id": reader.dag_id, **filters},
+        total=found.total,
+        items=found.items,
+        **choices,
+    )

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from airflow_crashsafe.audit.events import AttemptEvent
-from airflow_crashsafe.audit.records import apply_event
 from airflow_crashsafe.effects import effect
-from airflow_crashsafe.store import Store, open_store, reset_store_cache
+from airflow_crashsafe.store import Store, attempts, open_store, reset_store_cache
 from airflow_crashsafe.testing import fake_context
 from tests.support.cli import printed_json, run_cli
 
@@ -31,7 +30,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
 
 
 def _seed(store: Store, dag_id: str, task_id: str, *, overlap: bool) -> None:
-    """Two tries of one slot through apply_event: try 1 reset (no end hook), try 2 succeeds.
+    """Two tries of one slot through attempts.record: try 1 reset (no end hook), try 2 succeeds.
 
     With ``overlap`` try 1's beacons go on after try 2 started (a reset re-run while alive);
     without it try 1 failed and ended before try 2 (a plain retry).
@@ -91,7 +90,7 @@ def _seed(store: Store, dag_id: str, task_id: str, *, overlap: bool) -> None:
     ]
     with store.transaction() as db:
         for event in events:
-            apply_event(db, event)
+            attempts.record(db, event)
 
 
 def _rows(out: str) -> dict[tuple[str, str], list[str]]:
@@ -231,6 +230,7 @@ def test_reconcile_fills_ends_and_brings_the_duplicate_digest_up_to_date(
 ) -> None:
     """`audit reconcile` reads the tries from the api-server, then the UI's digest holds the slot."""
     from airflow_crashsafe.audit import digest
+    from airflow_crashsafe.store.duplicates import DuplicateFilter
     from tests.support.httpserver import Recorded, Reply, serve
 
     _seed(store, "nightly", "load", overlap=True)
@@ -254,14 +254,13 @@ def test_reconcile_fills_ends_and_brings_the_duplicate_digest_up_to_date(
     assert "1 ends filled" in out
     assert "duplicate digest: 1 task instances reclassified" in out
     assert digest.refresh(store).task_instances == 0
-    _, [slot] = digest.duplicates(store, ["nightly"], since=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    ever = DuplicateFilter(("nightly",), since=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    _, [slot] = digest.duplicates(store, ever)
     assert slot.kinds == ("overlap", "reset_rerun")
     assert slot.executions[0].end_source == "reconcile"
     assert slot.executions[0].ended_at == open_try["last_seen_at"]  # the beacon, not the archive time
 
 
 def _attempt_rows(store: Store) -> list[dict[str, Any]]:
-    from airflow_crashsafe.audit.records import slot_rows
-
     with store.transaction() as db:
-        return slot_rows(db, since=datetime(2000, 1, 1, tzinfo=timezone.utc))
+        return attempts.slot_rows(db, since=datetime(2000, 1, 1, tzinfo=timezone.utc))

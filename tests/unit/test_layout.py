@@ -166,23 +166,56 @@ def test_only_store_holds_sql_against_crashsafe_tables() -> None:
     assert not found, "SQL against crashsafe's tables outside store/:\n" + "\n".join(sorted(set(found)))
 
 
-def test_no_module_imports_another_packages_private_name() -> None:
-    """No module does ``from airflow_crashsafe.<package>.<module> import _name`` from another package."""
-    found = []
-    for root in (PACKAGE, ROOT / "benchmarks", ROOT / "drill"):
-        for path in _modules(root) if root.is_dir() else ():
-            module = _module_name(path)
-            own_package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
-                    continue
-                if not node.module.startswith("airflow_crashsafe"):
-                    continue
-                private = [
-                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
-                ]
-                if private and _package_of(node.module) != own_package:
-                    found.append(f"{_rel(path)}:{node.lineno} from {node.module} import {', '.join(private)}")
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(path: Path) -> Iterator[str]:
+    """``from airflow_crashsafe.x import _y`` and ``x._y`` on an imported airflow_crashsafe module."""
+    tree = ast.parse(path.read_text())
+    own = _module_name(path)
+    modules: dict[str, str] = {}  # local name -> the airflow_crashsafe module it is bound to
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and not node.level
+            and (node.module or "").startswith("airflow_crashsafe")
+        ):
+            private = [a.name for a in node.names if _is_private(a.name)]
+            if private and node.module != own:
+                yield f"{node.lineno} from {node.module} import {', '.join(private)}"
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                if _is_module(candidate):
+                    modules[alias.asname or alias.name] = candidate
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("airflow_crashsafe") and alias.asname:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and _is_private(node.attr)
+        ):
+            yield f"{node.lineno} {node.value.id}.{node.attr} (of {modules[node.value.id]})"
+
+
+def _is_module(dotted: str) -> bool:
+    relative = Path(*dotted.split("."))
+    return (ROOT / relative).with_suffix(".py").is_file() or (ROOT / relative / "__init__.py").is_file()
+
+
+def test_no_module_uses_another_modules_private_name() -> None:
+    """No module imports, or reads through a module it imported, another module's underscore-private name."""
+    found = [
+        f"{_rel(path)}:{use}"
+        for root in (PACKAGE, ROOT / "benchmarks", ROOT / "drill")
+        if root.is_dir()
+        for path in _modules(root)
+        for use in _private_uses(path)
+    ]
     assert not found, "make these public where they belong, or move them:\n" + "\n".join(found)
 
 

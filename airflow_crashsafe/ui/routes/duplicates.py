@@ -11,62 +11,35 @@ from fastapi.responses import HTMLResponse
 
 from airflow_crashsafe.audit.classify import RISKS
 from airflow_crashsafe.ui import queries
-from airflow_crashsafe.ui.access import ReadableDags, StoreDep
+from airflow_crashsafe.ui.access import ListReader
 from airflow_crashsafe.ui.models import DuplicateList
-from airflow_crashsafe.ui.render import page
+from airflow_crashsafe.ui.render import list_page
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["duplicates"])
 Days = Annotated[int, Query(ge=1, le=365, description="slots active in the last days")]
-DagFilter = Annotated[str | None, Query(description="only this DAG")]
 RiskFilter = Annotated[str | None, Query(description=f"only this risk: {', '.join(RISKS)}")]
 Limit = Annotated[int, Query(ge=1, le=5000)]
 
 
-def _list(
-    store: StoreDep, allowed: ReadableDags, days: int, dag_id: str | None, risk: str | None, limit: int
-) -> DuplicateList:
-    pending = queries.pending_classification(store)
-    total, items = queries.duplicate_slots(
-        store, allowed, since=timedelta(days=days), dag_id=dag_id or None, risk=risk or None, limit=limit
-    )
-    return DuplicateList(total=total, items=items, pending_classification=pending)
-
-
 @router.get("/api/duplicates", response_model=DuplicateList)
 def duplicates_api(
-    store: StoreDep,
-    allowed: ReadableDags,
-    days: Days = 7,
-    dag_id: DagFilter = None,
-    risk: RiskFilter = None,
-    limit: Limit = 100,
+    reader: ListReader, days: Days = 7, risk: RiskFilter = None, limit: Limit = 100
 ) -> DuplicateList:
     """Slots of readable DAGs that executed more than once, highest risk and newest first."""
-    return _list(store, allowed, days, dag_id, risk, limit)
+    pending = queries.pending_classification(reader.store)
+    total, items = queries.duplicate_slots(reader, since=timedelta(days=days), risk=risk or None, limit=limit)
+    return DuplicateList(total=total, items=items, pending_classification=pending)
 
 
 @router.get("/duplicates", response_class=HTMLResponse, include_in_schema=False)
 def duplicates_page(
-    request: Request,
-    user: GetUserDep,
-    store: StoreDep,
-    allowed: ReadableDags,
-    days: Days = 7,
-    dag_id: DagFilter = None,
-    risk: RiskFilter = None,
+    request: Request, user: GetUserDep, reader: ListReader, days: Days = 7, risk: RiskFilter = None
 ) -> HTMLResponse:
-    found = _list(store, allowed, days, dag_id, risk, 100)
-    return page(
-        request,
-        "duplicates.html",
-        active="duplicates_page",
-        user_name=user.get_name(),
-        dags=sorted(allowed),
-        risks=list(reversed(RISKS)),
-        f={"dag_id": dag_id, "risk": risk, "days": days},
-        total=found.total,
-        items=found.items,
-        pending=found.pending_classification,
+    found = duplicates_api(reader, days, risk)
+    filters = {"risk": risk, "days": days}
+    risks = list(reversed(RISKS))
+    return list_page(
+        "duplicates", request, user, reader, found, filters, risks=risks, pending=found.pending_classification
     )

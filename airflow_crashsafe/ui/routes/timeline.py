@@ -40,7 +40,8 @@ def _map_index(
         raise HTTPException(422, f"map_index must be an integer, not {map_index[:40]!r}") from None
 
 
-def find_timeline(
+@router.get("/api/timeline", response_model=Timeline)
+def timeline_api(
     store: StoreDep,
     allowed: ReadableDags,
     scheduler: SchedulerDep,
@@ -50,7 +51,10 @@ def find_timeline(
     partition: Annotated[str | None, Query(description="the slot's partition")] = None,
     run_id: Annotated[str | None, Query(description="or a run of the slot (the task-instance tab)")] = None,
 ) -> Timeline:
-    """The slot's timeline; 404 alike for an unknown slot and for a DAG the user may not read."""
+    """Every execution of one slot, its re-runs, and the scheduler outages during them.
+
+    404 alike for an unknown slot and for a DAG the user may not read.
+    """
     found = None
     if dag_id in allowed:
         queries.pending_classification(store)
@@ -71,17 +75,10 @@ def find_timeline(
     return queries.with_outages(found, outages)
 
 
-TimelineDep = Annotated[Timeline, Depends(find_timeline)]
-
-
-@router.get("/api/timeline", response_model=Timeline)
-def timeline_api(timeline: TimelineDep) -> Timeline:
-    """Every execution of one slot, its re-runs, and the scheduler outages during them."""
-    return timeline
-
-
 @router.get("/timeline", response_class=HTMLResponse, include_in_schema=False)
-def timeline_page(request: Request, user: GetUserDep, timeline: TimelineDep) -> HTMLResponse:
+def timeline_page(
+    request: Request, user: GetUserDep, timeline: Annotated[Timeline, Depends(timeline_api)]
+) -> HTMLResponse:
     return page(
         request,
         "timeline.html",

@@ -12,9 +12,9 @@ from airflow_crashsafe.audit.alerts import alert_risky
 from airflow_crashsafe.audit.cli import find_duplicates
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.reconcile import reconcile
-from airflow_crashsafe.audit.records import apply_event, slot_rows
 from airflow_crashsafe.audit.spool import Spool, deliver
 from airflow_crashsafe.audit.writer import Writer
+from airflow_crashsafe.store.attempts import AttemptLog, record, slot_rows
 from airflow_crashsafe.store.store import Store
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
@@ -42,7 +42,7 @@ def rows(store: Store) -> list[dict[str, Any]]:
 
 def apply(store: Store, event: AttemptEvent) -> None:
     with store.transaction() as db:
-        apply_event(db, event)
+        record(db, event)
 
 
 def test_out_of_order_events_converge_on_one_row(store: Store) -> None:
@@ -71,18 +71,22 @@ def test_out_of_order_events_converge_on_one_row(store: Store) -> None:
     assert row["slot_partition"] == "2026-01-01"
 
 
-class Flaky:
-    """An apply that fails while ``down`` is set (the store is unreachable)."""
+class Flaky(AttemptLog):
+    """The real store side, whose writes fail while ``down`` is set (the store is unreachable)."""
 
     def __init__(self, store: Store) -> None:
-        self.store, self.down, self.delay = store, False, 0.0
+        super().__init__(store)
+        self.down, self.delay = False, 0.0
 
-    def __call__(self, event: AttemptEvent) -> None:
+    def apply(self, event: AttemptEvent) -> None:
         if self.delay:
             time.sleep(self.delay)
         if self.down:
             raise ConnectionError("store down")
-        apply(self.store, event)
+        super().apply(event)
+
+    def discard_connection(self) -> None:
+        """Keep it: the outage is simulated, the connection itself never broke."""
 
 
 def test_store_outage_spools_without_slowing_tasks_and_loses_nothing(store: Store, tmp_path: Path) -> None:
@@ -162,7 +166,7 @@ def test_reconcile_fills_a_reset_attempt_and_duplicates_alert_once(store: Store)
 def test_dying_beacons_move_a_reconciled_end_to_the_real_death(store: Store) -> None:
     """SIGTERM moment stored; one-UPDATE beacons raise last_seen and a history end, never a listener end."""
     from airflow_crashsafe.audit.events import seen
-    from airflow_crashsafe.audit.records import touch
+    from airflow_crashsafe.store.attempts import touch
 
     first, second = start(1, 1, NOW - timedelta(seconds=300)), start(2, 2, NOW - timedelta(seconds=259))
     for event in (first, second):

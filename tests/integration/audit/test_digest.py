@@ -10,12 +10,18 @@ import pytest
 from airflow_crashsafe.audit import digest
 from airflow_crashsafe.audit.cli import find_duplicates
 from airflow_crashsafe.audit.events import AttemptEvent, seen
-from airflow_crashsafe.audit.records import apply_event, mark_dirty
+from airflow_crashsafe.store import attempts, dirty
+from airflow_crashsafe.store.duplicates import DuplicateFilter
 from airflow_crashsafe.store.store import Store
 from benchmarks.crash_records import seed_crash, seed_protection_records
 
 DAGS = ["nightly", "payments"]
 EVER = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+
+def ever(*dags: str, risk: str | None = None) -> DuplicateFilter:
+    """Every slot of these DAGs, whenever it was active."""
+    return DuplicateFilter(dags, since=EVER, risk=risk)
 
 
 def verdicts(reports: list[Any]) -> dict[tuple[str, str, int, str], tuple[Any, ...]]:
@@ -31,14 +37,14 @@ def test_digest_agrees_with_a_full_classification(store: Store) -> None:
     seed_protection_records(store, "payments", task_id="load_1", marker="m")
     done = digest.refresh(store)
     assert (done.task_instances, done.pending) == (12, 0)
-    total, reports = digest.duplicates(store, DAGS, since=EVER, limit=1000)
+    total, reports = digest.duplicates(store, ever(*DAGS), limit=1000)
     assert total == 12
     expected = verdicts(find_duplicates(store, since=timedelta(days=1)))
     assert verdicts(reports) == expected
     assert {v[2] for v in expected.values()} == {"fenced", "unprotected"}
-    assert digest.risk_counts(store, DAGS, since=EVER) == {"critical": 10, "none": 2}
-    assert digest.duplicates(store, ["payments"], since=EVER, risk="none")[0] == 2
-    assert digest.duplicates(store, [], since=EVER) == (0, [])
+    assert digest.risk_counts(store, ever(*DAGS)) == {"critical": 10, "none": 2}
+    assert digest.duplicates(store, ever("payments", risk="none"))[0] == 2
+    assert digest.duplicates(store, ever()) == (0, [])
     one = next(iter(expected))
     report = digest.slot_report(store, one)
     assert report is not None
@@ -49,7 +55,7 @@ def test_a_later_beacon_reclassifies_only_its_task_instance(store: Store) -> Non
     """A dying beacon of one reset attempt lengthens that slot's overlap; nothing else is redone."""
     seed_crash(store, ["nightly"], tasks=2)
     digest.refresh(store)
-    _, before = digest.duplicates(store, ["nightly"], since=EVER)
+    _, before = digest.duplicates(store, ever("nightly"))
     slot = next(r for r in before if r.task_id == "load_0")
     first = slot.executions[0]
     beacon = AttemptEvent(
@@ -63,7 +69,7 @@ def test_a_later_beacon_reclassifies_only_its_task_instance(store: Store) -> Non
         pid=first.pid,
     )
     with store.transaction() as db:
-        apply_event(db, seen(beacon, now=first.alive_until + timedelta(seconds=3), terminated=True))
+        attempts.record(db, seen(beacon, now=first.alive_until + timedelta(seconds=3), terminated=True))
     assert digest.refresh(store).task_instances == 1
     after = digest.slot_report(store, slot.slot_key)
     assert after is not None
@@ -76,26 +82,26 @@ def test_refresh_stops_at_its_budget_and_catches_up_later(store: Store) -> None:
     seed_crash(store, ["nightly"], tasks=10)
     partial = digest.refresh(store, budget_seconds=0, chunk=3)
     assert (partial.task_instances, partial.pending) == (3, 7)
-    assert digest.duplicates(store, ["nightly"], since=EVER)[0] == 3
+    assert digest.duplicates(store, ever("nightly"))[0] == 3
     assert digest.refresh(store, chunk=3) == digest.Refreshed(task_instances=7, pending=0)
-    assert digest.duplicates(store, ["nightly"], since=EVER)[0] == 10
+    assert digest.duplicates(store, ever("nightly"))[0] == 10
 
 
 def test_a_change_racing_the_refresh_stays_marked(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write landing between the refresh's read and its delete keeps its mark for the next refresh."""
     seed_crash(store, ["nightly"], tasks=1)
-    real = digest._rows_of
+    real = attempts.rows_of_runs
     raced: list[bool] = []
 
-    def read_then_race(db: Any, task: Any, run_ids: Any) -> list[dict[str, Any]]:
-        rows = real(db, task, run_ids)
-        mark_dirty(db, rows[0])  # what a worker's write does after the refresh read the marks
+    def read_then_race(db: Any, **task: Any) -> list[dict[str, Any]]:
+        rows = real(db, **task)
+        dirty.mark(db, rows[0])  # what a worker's write does after the refresh read the marks
         raced.append(True)
         return rows
 
-    monkeypatch.setattr(digest, "_rows_of", read_then_race)
+    monkeypatch.setattr(attempts, "rows_of_runs", read_then_race)
     assert digest.refresh(store).task_instances == 1
-    monkeypatch.setattr(digest, "_rows_of", real)
+    monkeypatch.setattr(attempts, "rows_of_runs", real)
     assert raced == [True]
     assert digest.refresh(store).task_instances == 1
     assert digest.refresh(store).task_instances == 0

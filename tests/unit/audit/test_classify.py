@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_crashsafe.audit.classify import classify, executions_of, risk_of
 from airflow_crashsafe.audit.protection import Evidence
-from airflow_crashsafe.audit.records import merge_rows
+from airflow_crashsafe.store.attempts import merge_rows
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_crashsafe.audit import listener, replay_safe
 from airflow_crashsafe.audit.events import AttemptEvent
-from airflow_crashsafe.audit.records import _row_from_event, merge_rows
+from airflow_crashsafe.store.attempts import merge_rows
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -208,27 +208,21 @@ def test_a_deferral_behind_a_slow_start_write_reaches_the_store_before_exit(
     The stop used to go straight to the spool (a write was in flight) and the write to a thread
     about to die; now it waits for that write, is stored, and nothing is left claimed or in flight.
     """
-    import time
-
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk.api.datamodels._generated import TaskInstanceState
 
     from airflow_crashsafe.audit.spool import Spool
     from airflow_crashsafe.audit.writer import Writer
+    from tests.unit.audit.sinks import MemorySink
 
-    stored: list[AttemptEvent] = []
-
-    def slow_store(event: AttemptEvent) -> None:
-        time.sleep(0.3)
-        stored.append(event)
-
+    slow_store = MemorySink(delay=0.3)
     writer = Writer(slow_store, Spool(tmp_path), timeout=0.05, beacon_interval=3600, tick=0.01)
     listener.set_writer(writer)
     ti = runtime_ti(EmptyOperator(task_id="load"), try_number=2)
     listener.on_task_instance_running(previous_state=None, task_instance=ti)
     ti.state = TaskInstanceState.DEFERRED
     listener.before_stopping(component=None)
-    assert [e.reported_state for e in stored].count("deferred") == 1
+    assert [e.reported_state for e in slow_store.applied].count("deferred") == 1
     assert list(tmp_path.iterdir()) == []  # the start's spooled copy drained too, nothing claimed
     assert writer.close(timeout=0)  # before_stopping already let it finish
 
@@ -258,7 +252,7 @@ def test_merge_is_order_independent_and_idempotent() -> None:
     for order in itertools.permutations(evs + evs[:1]):
         merged: dict[str, Any] = {}
         for e in order:
-            merged = merge_rows(merged, _row_from_event(e)) if merged else _row_from_event(e)
+            merged = merge_rows(merged, e.as_row()) if merged else e.as_row()
         results.add(tuple(sorted((k, str(v)) for k, v in merged.items())))
     [final] = results
     final_d = dict(final)

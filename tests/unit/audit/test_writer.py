@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -12,6 +11,7 @@ from pathlib import Path
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.spool import Spool
 from airflow_crashsafe.audit.writer import Writer
+from tests.unit.audit.sinks import MemorySink as Sink
 
 START = AttemptEvent(
     source="listener",
@@ -26,30 +26,6 @@ START = AttemptEvent(
 )
 
 
-class Sink:
-    """Stands in for the store: keeps applied events and beacon batches, can be made to fail."""
-
-    def __init__(self) -> None:
-        self.applied: list[AttemptEvent] = []
-        self.beacons: list[AttemptEvent] = []
-        self.down = False
-        self.delay = 0.0  # seconds each write takes (a store under load)
-        self.lock = threading.Lock()
-
-    def apply(self, event: AttemptEvent) -> None:
-        if self.down:
-            raise ConnectionError("store down")
-        time.sleep(self.delay)
-        with self.lock:
-            self.applied.append(event)
-
-    def touch(self, events: list[AttemptEvent]) -> None:
-        if self.down:
-            raise ConnectionError("store down")
-        with self.lock:
-            self.beacons += events
-
-
 def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -59,10 +35,9 @@ def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
 
 def writer(sink: Sink, tmp_path: Path, *, beacon_interval: float, dying_interval: float = 0.5) -> Writer:
     return Writer(
-        sink.apply,
+        sink,
         Spool(tmp_path / "spool"),
         timeout=1.0,
-        touch=sink.touch,
         tick=0.01,
         beacon_interval=beacon_interval,
         dying_interval=dying_interval,
@@ -113,6 +88,20 @@ def test_sigterm_moment_is_spooled_when_the_store_is_down(tmp_path: Path) -> Non
     assert '"terminated_at": "' in line
 
 
+def test_a_failed_write_discards_the_connection_and_the_next_one_drains_the_spool(tmp_path: Path) -> None:
+    """A write the sink refuses is spooled and its connection dropped; the next stored write delivers it."""
+    sink = Sink()
+    w = writer(sink, tmp_path, beacon_interval=3600)
+    sink.down = True
+    assert not w.submit(START)
+    assert (sink.discarded, w.spool.count()) == (1, 1)
+    sink.down = False
+    later = replace(START, pid=12)
+    assert w.submit(later)
+    wait_for(lambda: w.spool.count() == 0)
+    assert sink.applied == [later, START]
+
+
 STOP = replace(START, started_at=None, ended_at=START.started_at, reported_state="deferred")
 
 
@@ -124,7 +113,7 @@ def test_the_last_event_waits_for_a_write_in_flight_instead_of_the_spool(tmp_pat
     """A slow start write still under way: the stop, given stop_timeout, waits for it and is stored."""
     sink = Sink()
     sink.delay = 0.3
-    w = Writer(sink.apply, Spool(tmp_path / "spool"), timeout=0.05, beacon_interval=3600, tick=0.01)
+    w = Writer(sink, Spool(tmp_path / "spool"), timeout=0.05, beacon_interval=3600, tick=0.01)
     assert not w.submit(START)  # outlasted 0.05 s: spooled, and the write goes on
     assert w.submit(STOP, timeout=2.0)
     assert STOP in sink.applied
@@ -134,7 +123,7 @@ def test_close_lets_the_write_in_flight_and_its_drain_finish(tmp_path: Path) -> 
     """os._exit follows before_stopping: close() returns only once the write and the drain are done."""
     sink = Sink()
     sink.delay = 0.2
-    w = Writer(sink.apply, Spool(tmp_path / "spool"), timeout=0.05, beacon_interval=3600, tick=0.01)
+    w = Writer(sink, Spool(tmp_path / "spool"), timeout=0.05, beacon_interval=3600, tick=0.01)
     assert not w.submit(STOP)  # spooled at the limit; the thread still writes it, then drains the copy
     assert w.close(timeout=5.0)
     assert sink.applied == [STOP, STOP]
@@ -147,7 +136,7 @@ def test_close_at_its_limit_puts_the_undrained_rest_back(tmp_path: Path) -> None
     sink.delay = 0.05
     other = Spool(tmp_path / "spool")  # another process's spooled events
     other.append([replace(START, pid=100 + i) for i in range(40)])
-    w = Writer(sink.apply, Spool(tmp_path / "spool"), timeout=1.0, beacon_interval=3600, tick=0.01)
+    w = Writer(sink, Spool(tmp_path / "spool"), timeout=1.0, beacon_interval=3600, tick=0.01)
     assert w.submit(START)  # stored, then the thread drains the other process's file
     wait_for(lambda: len(sink.applied) > 2)
     assert w.close(timeout=0.2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_crashsafe.audit.classify import classify
-from airflow_crashsafe.audit.records import merge_rows
+from airflow_crashsafe.store.attempts import merge_rows
 from drill.audit import AuditFact, ResetPair, audit_lines, fact_from_report, reset_pairs, reset_summary
 from tests.unit.audit.test_classify import _history, at, row
 

@@ -77,6 +77,17 @@ def test_filters_by_dag_risk_and_time(crashed: UiHarness) -> None:
     assert crashed.get("/api/duplicates", risk="critical", days=1).json()["total"] == 3
 
 
+def test_a_foreign_dag_filter_empties_every_list(crashed: UiHarness) -> None:
+    """Asking a list for a DAG the user may not read gives nothing, in the JSON and on the page."""
+    for path in ("/api/duplicates", "/api/ledger", "/api/fences"):
+        assert crashed.get(path, dag_id="bob_ledger").json()["total"] == 0, path
+    for page in ("/duplicates", "/ledger", "/fences"):
+        assert "<td>alice_nightly" in crashed.get(page).text, page
+        response = crashed.get(page, dag_id="bob_ledger")
+        assert response.status_code == 200
+        assert "<td>alice_nightly" not in response.text, page
+
+
 def test_markup_renders_as_text_and_secrets_are_masked(crashed: UiHarness) -> None:
     """Task ids and vendor bodies are escaped; a token in a vendor reply and the request never show."""
     page = crashed.get("/duplicates").text
