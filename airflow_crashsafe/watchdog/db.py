@@ -26,7 +26,7 @@ from airflow_crashsafe.watchdog.health import (
     parse_timestamp,
 )
 
-__all__ = ["DbSource", "safe_db_url"]
+__all__ = ["DbSource", "refused_login", "safe_db_url"]
 
 _RUNNING_JOBS = (
     "SELECT id, job_type, state, latest_heartbeat, hostname FROM job "
@@ -42,6 +42,19 @@ _RUNNING_TASKS = (
     "SELECT dag_id, task_id, map_index, run_id, try_number, state, hostname FROM task_instance "
     "WHERE state IN ('running', 'queued') ORDER BY start_date LIMIT 50"
 )
+
+
+#: PostgreSQL SQLSTATEs for "who you are is refused": invalid authorization, wrong password,
+#: no SELECT grant.
+_REFUSED_SQLSTATES = ("28000", "28P01", "42501")
+
+
+def refused_login(exc: BaseException) -> bool:
+    """Whether a driver error means the database refused the watchdog (its 401/403)."""
+    if getattr(exc, "sqlstate", None) in _REFUSED_SQLSTATES:
+        return True
+    text = str(exc).lower()
+    return "authentication failed" in text or "no pg_hba.conf entry" in text or "permission denied" in text
 
 
 def safe_db_url(url: str) -> str:
@@ -125,10 +138,14 @@ class DbSource:
             raise
         except Exception as exc:  # any driver error: the DB is the thing being watched
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            blind: dict[str, str] = {}
+            if refused_login(exc):
+                blind["db"] = f"metadata database {self.target} refuses the watchdog: {message}"[:300]
             return Observation(
                 at=now,
                 source="db",
                 error=f"cannot read the job table at {self.target}: {type(exc).__name__}: {message}"[:500],
+                blind_spots=blind,
             )
 
     def _record(self, row: tuple[Any, ...]) -> JobRecord:

@@ -69,6 +69,9 @@ class Observation:
     :param canary_last_success: end of the canary DAG's newest successful run, when checked.
     :param running_tasks: task instances running or queued at this moment, when readable.
     :param notes: parts that could not be read (e.g. the jobs list without credentials).
+    :param blind_spots: per source (``health``, ``jobs``, ``canary``, ``task_instances``, ``db``),
+        why it refused the watchdog (HTTP 401/403, a refused database login). Each is an alert of
+        its own: a wrong token must not switch part of the monitoring off without a word.
     """
 
     at: datetime
@@ -81,6 +84,7 @@ class Observation:
     canary_last_success: datetime | None = None
     running_tasks: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()
+    blind_spots: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
