@@ -31,7 +31,22 @@ _DENIED = (401, 403)
 
 
 class AccessDenied(ValueError):
-    """An endpoint answered 401 or 403: a monitoring blind spot, not a passing hiccup."""
+    """An endpoint answered 401 or 403: a monitoring blind spot, not a passing hiccup.
+
+    ``source`` names the blind spot: the endpoint's, or ``login`` when the login itself failed
+    (then every authenticated endpoint is blind, and one alert says so).
+    """
+
+    def __init__(self, message: str, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+def _refused(blind: dict[str, str], source: str, exc: AccessDenied, lost: str) -> None:
+    if exc.source == "login":
+        blind["login"] = f"{exc} (replicas, canary and running tasks unchecked)"
+    else:
+        blind[source] = f"{exc} ({lost})"
 
 
 def _safe_url(url: str) -> str:
@@ -144,7 +159,7 @@ class ApiSource:
             records += [job for job in observation.jobs if job.component not in seen]
             changes["jobs"] = tuple(records)
         except AccessDenied as exc:
-            blind["jobs"] = f"{exc} (scheduler replicas unwatched)"
+            _refused(blind, "jobs", exc, "scheduler replicas unwatched")
             notes.append(f"jobs list unavailable: {exc}")
         except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
             notes.append(f"jobs list unavailable: {_describe(exc)}")
@@ -156,7 +171,7 @@ class ApiSource:
                 changes["canary_checked"] = True
                 changes["canary_last_success"] = parse_timestamp(runs[0].get("end_date")) if runs else None
             except AccessDenied as exc:
-                blind["canary"] = f"{exc} (canary DAG unchecked)"
+                _refused(blind, "canary", exc, "canary DAG unchecked")
                 notes.append(f"canary not checked: {exc}")
             except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
                 notes.append(f"canary not checked: {_describe(exc)}")
@@ -170,7 +185,7 @@ class ApiSource:
                 for ti in body.get("task_instances", [])
             )
         except AccessDenied as exc:
-            blind["task_instances"] = f"{exc} (running tasks unlisted)"
+            _refused(blind, "task_instances", exc, "running tasks unlisted")
             notes.append(f"running tasks unavailable: {exc}")
         except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
             notes.append(f"running tasks unavailable: {_describe(exc)}")
@@ -202,7 +217,7 @@ class ApiSource:
                 timeout=self.timeout,
             )
             if response.status_code in _DENIED:
-                raise AccessDenied(f"login at /auth/token answers HTTP {response.status_code}")
+                raise AccessDenied(f"login at /auth/token answers HTTP {response.status_code}", "login")
             if response.status_code not in (200, 201):
                 raise ValueError(f"login at /auth/token answered HTTP {response.status_code}")
             self._token = str(response.json()["access_token"])

@@ -54,7 +54,8 @@ def refused_login(exc: BaseException) -> bool:
     if getattr(exc, "sqlstate", None) in _REFUSED_SQLSTATES:
         return True
     text = str(exc).lower()
-    return "authentication failed" in text or "no pg_hba.conf entry" in text or "permission denied" in text
+    refusals = ("authentication failed", "no pg_hba.conf entry", "permission denied", 'role "')
+    return any(refusal in text for refusal in refusals)
 
 
 def safe_db_url(url: str) -> str:

@@ -170,7 +170,7 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
             "max_age_seconds": rules.canary_max_age,
         }
         if not observation.canary_checked:
-            if "canary" not in observation.blind_spots:  # else the blind-spot alert says why
+            if not {"canary", "login"} & set(observation.blind_spots):  # else a blind spot says why
                 details["notes"] = list(observation.notes)
                 add(Condition("canary_unchecked", "warning", "Canary DAG could not be checked", now, details))
         else:
