@@ -209,6 +209,14 @@ def _build(args: argparse.Namespace) -> Any:
     given = opts["state_dir"] or os.environ.get("CRASHSAFE_WATCH_STATE_DIR")
     state_dir = Path(given) if given else default_state_dir(instance, source.target)
     log.info("state directory: %s", state_dir)
+    legacy = state_dir.parent / "state.json"
+    if not given and legacy.exists():
+        log.warning(
+            "found %s, the shared default of earlier versions: state is now kept per instance; "
+            "move that directory's state.json and outbox.jsonl to %s if they belong to this Airflow",
+            legacy,
+            state_dir,
+        )
     if opts["delivery_deadline"] is not None:
         sink_specs = [
             {"deadline": opts["delivery_deadline"], **spec} if isinstance(spec, dict) else spec

@@ -15,6 +15,7 @@ import pytest
 from airflow_crashsafe.alerting import (
     Alert,
     Dispatcher,
+    EmailSink,
     FileOutbox,
     SinkError,
     SlackSink,
@@ -153,3 +154,16 @@ def test_bad_deadline_is_a_configuration_error(deadline: object) -> None:
     """A deadline that is not a positive number is refused naming the sink."""
     with pytest.raises(ConfigurationError, match="sink #1"):
         build_sinks([{"type": "webhook", "url": "http://x/h", "deadline": deadline}])
+
+
+def test_silent_smtp_server_is_abandoned_at_the_deadline() -> None:
+    """An SMTP server that accepts and never greets costs one deadline, not its 30 s timeout."""
+    with faulty(silent) as smtp:
+        port = int(smtp.url.rsplit(":", 1)[1])
+        sink = EmailSink(
+            host="127.0.0.1", port=port, sender="a@x", recipients=["b@x"], timeout=30, deadline=1, retries=0
+        )
+        started = time.monotonic()
+        report = Dispatcher([sink]).submit(_alert())
+    assert time.monotonic() - started < 5
+    assert "deadline" in report.failed[0][3]
