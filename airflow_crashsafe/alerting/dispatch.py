@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from airflow_crashsafe.alerting import transport
 from airflow_crashsafe.alerting.model import Alert
 from airflow_crashsafe.alerting.outbox import Entry, MemoryOutbox, Outbox
 from airflow_crashsafe.alerting.sinks import Sink, SinkError
@@ -276,7 +277,8 @@ class Dispatcher:
         return error
 
     def _attempt(self, sink: Sink, alert: Alert) -> str | None:
-        """One ``sink.send`` on a thread of its own, abandoned if it outlives ``sink.deadline``."""
+        """One ``sink.send`` on a thread of its own, abandoned (its connections cut) if it outlives
+        ``sink.deadline``."""
         outcome: list[str | None] = []
 
         def send() -> None:
@@ -290,6 +292,8 @@ class Dispatcher:
                 log.error("sink %r raised unexpectedly: %s", sink.name, type(exc).__name__)
             else:
                 outcome.append(None)
+            finally:
+                transport.forget()
 
         thread = threading.Thread(target=send, name=f"crashsafe-send-{sink.name}", daemon=True)
         ends = time.monotonic() + sink.deadline
@@ -297,8 +301,10 @@ class Dispatcher:
         while thread.is_alive():
             remaining = ends - time.monotonic()
             if remaining <= 0:
+                transport.cut(thread.ident)  # wake the abandoned thread: it must not linger
                 return f"no complete answer within the {sink.deadline:g} s deadline: attempt abandoned"
             if self._stopping.is_set():
+                transport.cut(thread.ident)
                 raise _Stopped
             thread.join(min(remaining, _STOP_POLL))
         return outcome[0] if outcome else f"sink {sink.name!r} ended without a result"

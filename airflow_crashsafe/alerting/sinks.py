@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 import requests
 
+from airflow_crashsafe.alerting import transport
 from airflow_crashsafe.alerting.model import SEVERITIES, Alert, severity_rank
 from airflow_crashsafe.errors import ConfigurationError
 
@@ -159,7 +160,7 @@ class _HttpSink(Sink):
                 f"sink {self.name!r}: URL must start with http:// or https://: give the endpoint's full URL"
             )
         self._url = url
-        self._session = session or requests.Session()
+        self._session = session or transport.closable_session()
 
     def _secrets(self) -> Sequence[str]:
         return _url_secrets(self._url)
@@ -167,7 +168,11 @@ class _HttpSink(Sink):
     def _post(self, body: bytes, headers: Mapping[str, str]) -> None:
         """POST and check the status. The body is streamed and read only on an error, a few bytes
         at a time against the deadline, so a sink dripping its answer cannot hold the attempt."""
-        all_headers = {"Content-Type": "application/json", "User-Agent": "airflow-crashsafe-watchdog"}
+        all_headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "airflow-crashsafe-watchdog",
+            "Connection": "close",  # a fresh, tracked connection per attempt: one to cut if abandoned
+        }
         all_headers.update(headers)
         ends_at = time.monotonic() + self.deadline
         try:
@@ -357,12 +362,13 @@ class EmailSink(Sink):
         try:
             smtp: smtplib.SMTP
             if self._use_ssl:
-                smtp = smtplib.SMTP_SSL(self._host, self._port, timeout=timeout, context=self._context)
+                smtp = transport.SMTP_SSL(self._host, self._port, timeout=timeout, context=self._context)
             else:
-                smtp = smtplib.SMTP(self._host, self._port, timeout=timeout)
+                smtp = transport.SMTP(self._host, self._port, timeout=timeout)
             with smtp:
                 if self._starttls:
                     smtp.starttls(context=self._context)
+                    transport.remember(smtp.sock)  # the TLS socket replaced the plain one
                 if self._username:
                     smtp.login(self._username, self._password or "")
                 smtp.send_message(self._message(alert))

@@ -29,9 +29,15 @@ def drip(response: bytes, every: float) -> Behaviour:
     return behave
 
 
-def silent(_conn: socket.socket, stop: threading.Event) -> None:
-    """Accept the request and never answer."""
-    stop.wait()
+def silent(conn: socket.socket, stop: threading.Event) -> None:
+    """Accept the request and never answer (noticing when the client hangs up)."""
+    conn.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            if not conn.recv(1):
+                raise ConnectionResetError("client hung up")
+        except TimeoutError:
+            continue
 
 
 class FaultyServer:
@@ -43,6 +49,8 @@ class FaultyServer:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._conns: list[socket.socket] = []
         self.requests: list[bytes] = []
+        #: Connections the client closed while the behaviour was still answering.
+        self.hung_up = threading.Event()
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -56,15 +64,18 @@ class FaultyServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        with contextlib.suppress(OSError):
+        try:
             head = b""
             while b"\r\n\r\n" not in head:
                 chunk = conn.recv(65536)
                 if not chunk:
-                    return
+                    raise ConnectionResetError("client hung up before its request was complete")
                 head += chunk
             self.requests.append(head)
             self._behaviour(conn, self._stop)
+        except OSError:
+            if not self._stop.is_set():
+                self.hung_up.set()
 
     def stop(self) -> None:
         self._stop.set()

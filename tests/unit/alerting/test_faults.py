@@ -44,9 +44,21 @@ def test_dripping_sink_is_abandoned_at_its_deadline(tmp_path: Path) -> None:
         started = time.monotonic()
         report = dispatcher.submit(_alert())
         took = time.monotonic() - started
+        assert sink_server.hung_up.wait(8), "the abandoned connection was never closed"
     assert took < 6, f"delivery took {took:.1f} s despite a 1.5 s deadline"
     assert report.pending == 1
     assert "deadline" in report.failed[0][3]
+    _no_lingering_attempt()
+
+
+def _no_lingering_attempt() -> None:
+    """Every abandoned attempt's thread has ended: its connection was cut, not left to drip."""
+    for _ in range(50):
+        lingering = [t.name for t in threading.enumerate() if t.name.startswith("crashsafe-send-")]
+        if not lingering:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"abandoned attempts still running: {lingering}")
 
 
 def test_dripping_error_body_is_read_only_until_the_deadline() -> None:
@@ -71,9 +83,11 @@ def test_silent_sink_is_abandoned_at_its_deadline() -> None:
         dispatcher = Dispatcher([sink], retry_delay=0.1)
         started = time.monotonic()
         report = dispatcher.submit(_alert())
-    assert time.monotonic() - started < 6
+        assert sink_server.hung_up.wait(5), "the abandoned connection was never closed"
+    assert time.monotonic() - started < 8
     assert "deadline" in report.failed[0][3]
     assert len(sink_server.requests) == 2  # first try and one retry, each abandoned
+    _no_lingering_attempt()
 
 
 def test_failing_sink_beside_a_healthy_one_does_not_delay_it() -> None:
@@ -165,5 +179,8 @@ def test_silent_smtp_server_is_abandoned_at_the_deadline() -> None:
         )
         started = time.monotonic()
         report = Dispatcher([sink]).submit(_alert())
-    assert time.monotonic() - started < 5
+        took = time.monotonic() - started
+        assert smtp.hung_up.wait(5), "the abandoned SMTP connection was never closed"
+    assert took < 5
     assert "deadline" in report.failed[0][3]
+    _no_lingering_attempt()
