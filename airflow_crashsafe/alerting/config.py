@@ -15,6 +15,11 @@ Example (TOML)::
     type = "pagerduty"
     routing_key_env = "PAGERDUTY_ROUTING_KEY"
     min_severity = "critical"
+
+Every sink takes ``timeout`` (each network wait, s), ``deadline`` (the whole attempt on the wall
+clock, s; default 30), ``retries`` and ``min_severity``. Email verifies TLS certificates; see
+:class:`~airflow_crashsafe.alerting.sinks.EmailSink` for ``tls_insecure_skip_verify``,
+``tls_ca_file`` and ``allow_plaintext_login``.
 """
 
 from __future__ import annotations
@@ -30,13 +35,27 @@ from airflow_crashsafe.errors import ConfigurationError
 
 __all__ = ["SINK_TYPES", "build_sink", "build_sinks", "load_config_file"]
 
-_COMMON = {"type", "name", "timeout", "retries", "min_severity"}
+_COMMON = {"type", "name", "timeout", "deadline", "retries", "min_severity"}
 _SPEC: dict[str, tuple[set[str], set[str]]] = {
     # type: (allowed plain fields, secret fields)
     "webhook": ({"headers"}, {"url", "hmac_secret"}),
     "slack": (set(), {"url"}),
     "pagerduty": ({"url"}, {"routing_key"}),
-    "email": ({"host", "port", "from", "to", "username", "starttls", "ssl"}, {"password"}),
+    "email": (
+        {
+            "host",
+            "port",
+            "from",
+            "to",
+            "username",
+            "starttls",
+            "ssl",
+            "tls_insecure_skip_verify",
+            "tls_ca_file",
+            "allow_plaintext_login",
+        },
+        {"password"},
+    ),
 }
 SINK_TYPES = tuple(sorted(_SPEC))
 
@@ -104,6 +123,14 @@ def _need(value: Any, where: str, field: str) -> Any:
     return value
 
 
+def _flag(spec: Mapping[str, Any], field: str, where: str) -> bool:
+    """A true/false option; a string such as "false" is refused rather than read as true."""
+    value = spec.get(field, False)
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{where}: '{field}' must be true or false, not {value!r}")
+    return value
+
+
 def build_sink(
     spec: Mapping[str, Any], *, index: int = 0, env: Mapping[str, str] | None = None, **extra: Any
 ) -> Sink:
@@ -121,7 +148,9 @@ def build_sink(
             f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
         )
     secrets = {field: _secret(spec, field, where, env) for field in secret_fields}
-    common: dict[str, Any] = {k: spec[k] for k in ("name", "timeout", "retries", "min_severity") if k in spec}
+    common: dict[str, Any] = {
+        k: spec[k] for k in ("name", "timeout", "deadline", "retries", "min_severity") if k in spec
+    }
     common.update(extra)
     factories: dict[str, Callable[[], Sink]] = {
         "webhook": lambda: WebhookSink(
@@ -143,8 +172,11 @@ def build_sink(
             recipients=[spec["to"]] if isinstance(spec.get("to"), str) else list(spec.get("to") or []),
             username=spec.get("username"),
             password=secrets["password"],
-            starttls=bool(spec.get("starttls", False)),
-            use_ssl=bool(spec.get("ssl", False)),
+            starttls=_flag(spec, "starttls", where),
+            use_ssl=_flag(spec, "ssl", where),
+            tls_insecure_skip_verify=_flag(spec, "tls_insecure_skip_verify", where),
+            tls_ca_file=spec.get("tls_ca_file"),
+            allow_plaintext_login=_flag(spec, "allow_plaintext_login", where),
             **{k: v for k, v in common.items() if k != "session"},
         ),
     }

@@ -6,6 +6,10 @@ delivered line is removed by rewriting the file atomically (temp file, fsync, re
 advisory ``flock`` on a sibling ``.lock`` file keeps two processes sharing a spool from
 interleaving. :class:`MemoryOutbox` is the same without a file, for library use that accepts
 losing undelivered alerts on exit.
+
+A line that is not a valid entry (torn by a crash, edited by hand, written by another version)
+is moved to ``<outbox>.quarantine`` with a warning and the rest is delivered: one bad line must
+never stop a sink from receiving every later alert.
 """
 
 from __future__ import annotations
@@ -19,11 +23,33 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FileOutbox", "MemoryOutbox", "Outbox", "atomic_write_text"]
+from airflow_crashsafe.alerting.model import Alert
+
+__all__ = ["FileOutbox", "MemoryOutbox", "Outbox", "atomic_write_text", "entry_problem"]
 
 log = logging.getLogger(__name__)
 
 Entry = dict[str, Any]
+
+
+def entry_problem(entry: Any) -> str | None:
+    """Why ``entry`` cannot be delivered (None when it can): the dispatcher relies on its shape."""
+    if not isinstance(entry, dict):
+        return f"not a JSON object but {type(entry).__name__}"
+    for key in ("id", "sink"):
+        if not isinstance(entry.get(key), str):
+            return f"'{key}' missing or not a string"
+    if not isinstance(entry.get("alert"), dict):
+        return "'alert' missing or not an object"
+    for key in ("attempts", "queued_at", "next_try_at"):
+        value = entry.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"'{key}' is not a number"
+    try:
+        Alert.from_dict(entry["alert"])
+    except Exception as exc:  # any shape problem in the alert: KeyError, ValueError, ConfigurationError
+        return f"'alert' unreadable: {type(exc).__name__}: {exc}"[:300]
+    return None
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -112,23 +138,44 @@ class FileOutbox(Outbox):
             handle.flush()
             os.fsync(handle.fileno())
 
+    @property
+    def quarantine_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".quarantine")
+
     def load(self) -> list[Entry]:
+        """The valid entries; invalid lines are moved to :attr:`quarantine_path` (call it locked)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return []
         entries: list[Entry] = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        bad: list[str] = []
+        for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 entry = json.loads(line)
             except ValueError:
-                # A torn last line after a crash mid-append: skip it, say so, keep the rest.
-                log.error("alert outbox %s line %d is not JSON; skipped", self.path, number)
-                continue
-            if isinstance(entry, dict):
+                problem: str | None = "not JSON (a line torn by a crash?)"
+            else:
+                problem = entry_problem(entry)
+            if problem is None:
                 entries.append(entry)
+                continue
+            log.warning(
+                "alert outbox %s line %d skipped: %s; moved to %s",
+                self.path,
+                number,
+                problem,
+                self.quarantine_path,
+            )
+            bad.append(line)
+        if bad:
+            with open(self.quarantine_path, "a", encoding="utf-8") as handle:
+                handle.write("".join(line + "\n" for line in bad))
+                handle.flush()
+                os.fsync(handle.fileno())
+            self.replace(entries)
         return entries
 
     def replace(self, entries: Sequence[Entry]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import smtplib
 import ssl
 import time
@@ -24,6 +25,7 @@ from typing import Any, ClassVar
 
 import requests
 
+from airflow_crashsafe.alerting import transport
 from airflow_crashsafe.alerting.model import SEVERITIES, Alert, severity_rank
 from airflow_crashsafe.errors import ConfigurationError
 
@@ -36,6 +38,7 @@ __all__ = [
     "SlackSink",
     "WebhookSink",
     "sign_body",
+    "slack_escape",
     "verify_signature",
 ]
 
@@ -43,6 +46,10 @@ PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 SIGNATURE_HEADER = "X-Crashsafe-Signature"
 TIMESTAMP_HEADER = "X-Crashsafe-Timestamp"
 _REDACTED = "***"
+#: Default wall-clock bound of one delivery attempt, however slowly the sink answers (s).
+DEFAULT_DEADLINE = 30.0
+#: How much of an error answer's body is read (and quoted) at most.
+_SNIPPET_BYTES = 200
 
 
 class SinkError(Exception):
@@ -82,21 +89,35 @@ def verify_signature(
 ) -> bool:
     """For receivers: check a webhook's signature and refuse replays older than ``max_age`` s."""
     try:
-        age = (time.time() if now is None else now) - float(timestamp)
+        sent_at = float(timestamp)
     except ValueError:
         return False
-    if abs(age) > max_age:
+    if not math.isfinite(sent_at):  # "nan" would pass every comparison below
+        return False
+    age = (time.time() if now is None else now) - sent_at
+    if not abs(age) <= max_age:
         return False
     return hmac.compare_digest(sign_body(secret, body, timestamp), signature)
 
 
 class Sink(ABC):
-    """One configured destination. ``timeout`` bounds one attempt; ``retries`` extra attempts follow."""
+    """One configured destination.
+
+    ``timeout`` bounds each network wait of an attempt (connect, one read); ``deadline`` bounds the
+    whole attempt on the wall clock, however slowly the far end drips its answer (the dispatcher
+    abandons an attempt past it); ``retries`` extra attempts follow a failure.
+    """
 
     kind = "sink"
 
     def __init__(
-        self, *, name: str | None = None, timeout: float = 10.0, retries: int = 2, min_severity: str = "info"
+        self,
+        *,
+        name: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 2,
+        min_severity: str = "info",
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         if min_severity not in SEVERITIES:
             raise ConfigurationError(
@@ -107,6 +128,12 @@ class Sink(ABC):
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.min_severity = min_severity
+        self.deadline = float(deadline)
+        if not (math.isfinite(self.deadline) and self.deadline > 0 and self.timeout > 0):
+            raise ConfigurationError(
+                f"sink {self.name!r}: timeout and deadline must be positive numbers of seconds, got "
+                f"timeout={timeout!r}, deadline={deadline!r}"
+            )
 
     def accepts(self, alert: Alert) -> bool:
         """Whether this sink wants this alert (by severity)."""
@@ -133,22 +160,40 @@ class _HttpSink(Sink):
                 f"sink {self.name!r}: URL must start with http:// or https://: give the endpoint's full URL"
             )
         self._url = url
-        self._session = session or requests.Session()
+        self._session = session or transport.closable_session()
 
     def _secrets(self) -> Sequence[str]:
         return _url_secrets(self._url)
 
-    def _post(self, body: bytes, headers: Mapping[str, str]) -> requests.Response:
-        all_headers = {"Content-Type": "application/json", "User-Agent": "airflow-crashsafe-watchdog"}
+    def _post(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """POST and check the status. The body is streamed and read only on an error, a few bytes
+        at a time against the deadline, so a sink dripping its answer cannot hold the attempt."""
+        all_headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "airflow-crashsafe-watchdog",
+            "Connection": "close",  # a fresh, tracked connection per attempt: one to cut if abandoned
+        }
         all_headers.update(headers)
+        ends_at = time.monotonic() + self.deadline
         try:
-            response = self._session.post(self._url, data=body, headers=all_headers, timeout=self.timeout)
+            response = self._session.post(
+                self._url, data=body, headers=all_headers, timeout=self.timeout, stream=True
+            )
         except requests.RequestException as exc:
             raise SinkError(redact(f"{type(exc).__name__}: {exc}", self._secrets())) from None
-        if not 200 <= response.status_code < 300:
-            snippet = redact(response.text[:200], self._secrets())
-            raise SinkError(f"HTTP {response.status_code} from {self.kind} sink {self.name!r}: {snippet}")
-        return response
+        with response:
+            if 200 <= response.status_code < 300:
+                return
+            snippet = bytearray()
+            try:
+                for chunk in response.iter_content(chunk_size=1):
+                    snippet += chunk
+                    if len(snippet) >= _SNIPPET_BYTES or time.monotonic() > ends_at:
+                        break
+            except requests.RequestException:
+                pass  # the status already says it failed; the body was only for the message
+        text = redact(snippet.decode("utf-8", "replace"), self._secrets())
+        raise SinkError(f"HTTP {response.status_code} from {self.kind} sink {self.name!r}: {text}")
 
 
 class WebhookSink(_HttpSink):
@@ -184,8 +229,14 @@ class WebhookSink(_HttpSink):
         self._post(body, headers)
 
 
+def slack_escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` as Slack asks, so text from Airflow (a DAG id, a partition,
+    an error) can never become a mention such as ``<!channel>`` or a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 class SlackSink(_HttpSink):
-    """A Slack incoming webhook: one ``text`` message (mrkdwn)."""
+    """A Slack incoming webhook: one ``text`` message (mrkdwn), every part of it escaped."""
 
     kind = "slack"
     _ICONS: ClassVar[dict[str, str]] = {
@@ -195,7 +246,7 @@ class SlackSink(_HttpSink):
     }
 
     def send(self, alert: Alert) -> None:
-        title, _, rest = alert.text().partition("\n")
+        title, _, rest = slack_escape(alert.text()).partition("\n")
         text = f"{self._ICONS[alert.event]} *{title}*\n```{rest}```"
         self._post(json.dumps({"text": text}).encode(), {})
 
@@ -237,7 +288,13 @@ class PagerDutySink(_HttpSink):
 
 
 class EmailSink(Sink):
-    """Plain-text email through SMTP (optionally implicit TLS or STARTTLS, optionally logged in)."""
+    """Plain-text email through SMTP (optionally implicit TLS or STARTTLS, optionally logged in).
+
+    TLS verifies the server's certificate and host name with the system's CA bundle. For a test
+    server with a self-signed certificate say ``tls_insecure_skip_verify=True`` (or give its CA in
+    ``tls_ca_file``). A password never crosses the network in clear: ``username`` without ``ssl``
+    or ``starttls`` is refused unless ``allow_plaintext_login=True``.
+    """
 
     kind = "email"
 
@@ -252,6 +309,9 @@ class EmailSink(Sink):
         password: str | None = None,
         starttls: bool = False,
         use_ssl: bool = False,
+        tls_insecure_skip_verify: bool = False,
+        tls_ca_file: str | None = None,
+        allow_plaintext_login: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -259,10 +319,31 @@ class EmailSink(Sink):
             raise ConfigurationError(
                 f"sink {self.name!r}: email needs at least one recipient: list them in 'to'"
             )
+        if username and not (starttls or use_ssl) and not allow_plaintext_login:
+            raise ConfigurationError(
+                f"sink {self.name!r}: 'username' without 'ssl' or 'starttls' would send the password "
+                "in clear: set ssl = true or starttls = true (or allow_plaintext_login = true for a "
+                "test server)"
+            )
+        if starttls and use_ssl:
+            raise ConfigurationError(f"sink {self.name!r}: give 'ssl' or 'starttls', not both")
         self._host, self._port = host, int(port)
         self._sender, self._recipients = sender, list(recipients)
         self._username, self._password = username, password
         self._starttls, self._use_ssl = starttls, use_ssl
+        self._context = self._tls_context(tls_insecure_skip_verify, tls_ca_file)
+
+    def _tls_context(self, skip_verify: bool, ca_file: str | None) -> ssl.SSLContext:
+        try:
+            context = ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigurationError(
+                f"sink {self.name!r}: cannot read tls_ca_file {ca_file!r}: {exc}"
+            ) from None
+        if skip_verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
 
     def _secrets(self) -> Sequence[str]:
         return [self._password] if self._password else []
@@ -277,15 +358,17 @@ class EmailSink(Sink):
         return message
 
     def send(self, alert: Alert) -> None:
+        timeout = min(self.timeout, self.deadline)
         try:
             smtp: smtplib.SMTP
             if self._use_ssl:
-                smtp = smtplib.SMTP_SSL(self._host, self._port, timeout=self.timeout)
+                smtp = transport.SMTP_SSL(self._host, self._port, timeout=timeout, context=self._context)
             else:
-                smtp = smtplib.SMTP(self._host, self._port, timeout=self.timeout)
+                smtp = transport.SMTP(self._host, self._port, timeout=timeout)
             with smtp:
                 if self._starttls:
-                    smtp.starttls(context=ssl.create_default_context())
+                    smtp.starttls(context=self._context)
+                    transport.remember(smtp.sock)  # the TLS socket replaced the plain one
                 if self._username:
                     smtp.login(self._username, self._password or "")
                 smtp.send_message(self._message(alert))

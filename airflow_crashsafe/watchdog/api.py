@@ -24,9 +24,29 @@ from airflow_crashsafe.watchdog.health import (
     parse_timestamp,
 )
 
-__all__ = ["HEALTH_PATH", "ApiSource"]
+__all__ = ["HEALTH_PATH", "AccessDenied", "ApiSource"]
 
 HEALTH_PATH = "/api/v2/monitor/health"
+_DENIED = (401, 403)
+
+
+class AccessDenied(ValueError):
+    """An endpoint answered 401 or 403: a monitoring blind spot, not a passing hiccup.
+
+    ``source`` names the blind spot: the endpoint's, or ``login`` when the login itself failed
+    (then every authenticated endpoint is blind, and one alert says so).
+    """
+
+    def __init__(self, message: str, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+def _refused(blind: dict[str, str], source: str, exc: AccessDenied, lost: str) -> None:
+    if exc.source == "login":
+        blind["login"] = f"{exc} (replicas, canary and running tasks unchecked)"
+    else:
+        blind[source] = f"{exc} ({lost})"
 
 
 def _safe_url(url: str) -> str:
@@ -85,6 +105,15 @@ class ApiSource:
             return Observation(
                 at=now, source="api", error=f"cannot reach {self.target}: {type(exc).__name__}"
             )
+        if response.status_code in _DENIED:
+            # Airflow serves health without auth: a proxy in front demands credentials.
+            problem = f"GET {self.target} answers HTTP {response.status_code}"
+            return Observation(
+                at=now,
+                source="api",
+                error=f"GET {self.target} answered HTTP {response.status_code}",
+                blind_spots={"health": problem},
+            )
         if response.status_code != 200:
             hint = ""
             if response.status_code == 404:
@@ -110,6 +139,7 @@ class ApiSource:
 
     def _enrich(self, observation: Observation) -> Observation:
         notes: list[str] = []
+        blind: dict[str, str] = {}
         changes: dict[str, Any] = {}
         try:
             body = self._get_json("/api/v2/jobs", {"job_state": "running", "limit": 100})
@@ -128,6 +158,9 @@ class ApiSource:
             # A component with no running row keeps the health endpoint's view of its newest job.
             records += [job for job in observation.jobs if job.component not in seen]
             changes["jobs"] = tuple(records)
+        except AccessDenied as exc:
+            _refused(blind, "jobs", exc, "scheduler replicas unwatched")
+            notes.append(f"jobs list unavailable: {exc}")
         except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
             notes.append(f"jobs list unavailable: {_describe(exc)}")
         if self.canary_dag_id:
@@ -137,6 +170,9 @@ class ApiSource:
                 runs = body.get("dag_runs", [])
                 changes["canary_checked"] = True
                 changes["canary_last_success"] = parse_timestamp(runs[0].get("end_date")) if runs else None
+            except AccessDenied as exc:
+                _refused(blind, "canary", exc, "canary DAG unchecked")
+                notes.append(f"canary not checked: {exc}")
             except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
                 notes.append(f"canary not checked: {_describe(exc)}")
         try:
@@ -148,9 +184,12 @@ class ApiSource:
                 f"try={ti.get('try_number')} {ti.get('state')} on {ti.get('hostname')}"
                 for ti in body.get("task_instances", [])
             )
+        except AccessDenied as exc:
+            _refused(blind, "task_instances", exc, "running tasks unlisted")
+            notes.append(f"running tasks unavailable: {exc}")
         except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
             notes.append(f"running tasks unavailable: {_describe(exc)}")
-        return dataclasses.replace(observation, notes=tuple(notes), **changes)
+        return dataclasses.replace(observation, notes=tuple(notes), blind_spots=blind, **changes)
 
     def _get_json(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         for attempt in (1, 2):
@@ -160,6 +199,8 @@ class ApiSource:
             if response.status_code == 401 and attempt == 1 and not self._static_token:
                 self._token = None  # expired: log in again once
                 continue
+            if response.status_code in _DENIED:
+                raise AccessDenied(f"GET {path} answers HTTP {response.status_code}")
             if response.status_code != 200:
                 raise ValueError(f"GET {path} answered HTTP {response.status_code}")
             body = response.json()
@@ -175,6 +216,8 @@ class ApiSource:
                 json={"username": self._username, "password": self._password},
                 timeout=self.timeout,
             )
+            if response.status_code in _DENIED:
+                raise AccessDenied(f"login at /auth/token answers HTTP {response.status_code}", "login")
             if response.status_code not in (200, 201):
                 raise ValueError(f"login at /auth/token answered HTTP {response.status_code}")
             self._token = str(response.json()["access_token"])

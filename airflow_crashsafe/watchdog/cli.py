@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     # A dead scheduler's open transaction (see watchdog/wedge.py): idle this long to be judged.
     "wedge_threshold": 60.0,
     "heal": False,
+    "delivery_deadline": None,
 }
 _FLOATS = (
     "interval",
@@ -58,6 +59,7 @@ _FLOATS = (
     "canary_max_age",
     "timeout",
     "wedge_threshold",
+    "delivery_deadline",
 )
 
 
@@ -94,11 +96,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--api-password-env", metavar="VAR", help="environment variable with the API user's password")
     a(
         "--state-dir",
-        help="where state.json and outbox.jsonl live (default $CRASHSAFE_WATCH_STATE_DIR "
-        "or ~/.local/state/airflow-crashsafe)",
+        help="where state.json and outbox.jsonl live (default $CRASHSAFE_WATCH_STATE_DIR, else "
+        "~/.local/state/airflow-crashsafe/<instance>-<hash of instance and URL>: one per Airflow)",
     )
     a("--instance", help="name of this Airflow in alerts (default: the API/DB host)")
     a("--timeout", type=float, help="timeout of one request to Airflow, s (default 5)")
+    a(
+        "--delivery-deadline",
+        type=float,
+        help="wall-clock bound of one alert delivery attempt, s, for sinks without their own "
+        "'deadline' (default 30)",
+    )
     a("--metrics-port", type=int, help="serve Prometheus metrics on this port (default off)")
     a("--metrics-host", help="address for the metrics endpoint (default 127.0.0.1)")
     a(
@@ -158,6 +166,8 @@ def settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, A
                 raise ConfigurationError(f"option {key} must be a number, got {merged[key]!r}") from None
     if merged["interval"] <= 0 or merged["timeout"] <= 0:
         raise ConfigurationError("--interval and --timeout must be > 0")
+    if merged["delivery_deadline"] is not None and not merged["delivery_deadline"] > 0:
+        raise ConfigurationError("--delivery-deadline must be > 0 seconds")
     return merged, list(file_data.get("sinks", []))
 
 
@@ -180,7 +190,7 @@ def _build(args: argparse.Namespace) -> Any:
     from airflow_crashsafe.watchdog.loop import Source, Watchdog
     from airflow_crashsafe.watchdog.metrics import MetricsServer
     from airflow_crashsafe.watchdog.rules import Rules
-    from airflow_crashsafe.watchdog.state import StateFile
+    from airflow_crashsafe.watchdog.state import StateFile, default_state_dir
 
     opts, sink_specs = settings(args)
     db_url = opts["db_url"] or _env(opts["db_url_env"], "--db-url-env")
@@ -210,6 +220,7 @@ def _build(args: argparse.Namespace) -> Any:
             password=_env(opts["api_password_env"], "--api-password-env"),
             canary_dag_id=opts["canary_dag_id"],
         )
+    instance = opts["instance"] or _hostname(db_url or opts["api_url"]) or "airflow"
     rules = Rules(
         threshold=opts["threshold"],
         grace=opts["grace"],
@@ -218,15 +229,26 @@ def _build(args: argparse.Namespace) -> Any:
         expect_dag_processor=opts["expect_dag_processor"],
         canary_dag_id=opts["canary_dag_id"],
         canary_max_age=opts["canary_max_age"],
-        instance=opts["instance"] or _hostname(db_url or opts["api_url"]) or "airflow",
+        instance=instance,
     )
     if opts["api_user"] and not opts["api_password_env"]:
         raise ConfigurationError("--api-user needs --api-password-env VAR (the password is never a flag)")
-    state_dir = Path(
-        opts["state_dir"]
-        or os.environ.get("CRASHSAFE_WATCH_STATE_DIR")
-        or Path.home() / ".local" / "state" / "airflow-crashsafe"
-    )
+    given = opts["state_dir"] or os.environ.get("CRASHSAFE_WATCH_STATE_DIR")
+    state_dir = Path(given) if given else default_state_dir(instance, source.target)
+    log.info("state directory: %s", state_dir)
+    legacy = state_dir.parent / "state.json"
+    if not given and legacy.exists():
+        log.warning(
+            "found %s, the shared default of earlier versions: state is now kept per instance; "
+            "move that directory's state.json and outbox.jsonl to %s if they belong to this Airflow",
+            legacy,
+            state_dir,
+        )
+    if opts["delivery_deadline"] is not None:
+        sink_specs = [
+            {"deadline": opts["delivery_deadline"], **spec} if isinstance(spec, dict) else spec
+            for spec in sink_specs
+        ]
     sinks = build_sinks(sink_specs)
     if not sinks:
         log.warning("no [[sinks]] configured: alerts go to this log only")

@@ -30,7 +30,7 @@ from airflow_crashsafe.watchdog.health import (
 )
 from airflow_crashsafe.watchdog.wedge import IdleTransaction, WedgeWatch
 
-__all__ = ["DbSource", "safe_db_url"]
+__all__ = ["DbSource", "refused_login", "safe_db_url"]
 
 _RUNNING_JOBS = (
     "SELECT id, job_type, state, latest_heartbeat, hostname FROM job "
@@ -46,6 +46,20 @@ _RUNNING_TASKS = (
     "SELECT dag_id, task_id, map_index, run_id, try_number, state, hostname FROM task_instance "
     "WHERE state IN ('running', 'queued') ORDER BY start_date LIMIT 50"
 )
+
+
+#: PostgreSQL SQLSTATEs for "who you are is refused": invalid authorization, wrong password,
+#: no SELECT grant.
+_REFUSED_SQLSTATES = ("28000", "28P01", "42501")
+
+
+def refused_login(exc: BaseException) -> bool:
+    """Whether a driver error means the database refused the watchdog (its 401/403)."""
+    if getattr(exc, "sqlstate", None) in _REFUSED_SQLSTATES:
+        return True
+    text = str(exc).lower()
+    refusals = ("authentication failed", "no pg_hba.conf entry", "permission denied", 'role "')
+    return any(refusal in text for refusal in refusals)
 
 
 def safe_db_url(url: str) -> str:
@@ -142,10 +156,14 @@ class DbSource:
             raise
         except Exception as exc:  # any driver error: the DB is the thing being watched
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            blind: dict[str, str] = {}
+            if refused_login(exc):
+                blind["db"] = f"metadata database {self.target} refuses the watchdog: {message}"[:300]
             return Observation(
                 at=now,
                 source="db",
                 error=f"cannot read the job table at {self.target}: {type(exc).__name__}: {message}"[:500],
+                blind_spots=blind,
             )
 
     def _record(self, row: tuple[Any, ...]) -> JobRecord:

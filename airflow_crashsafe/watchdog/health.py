@@ -81,6 +81,9 @@ class Observation:
         while holding locks on the scheduler's tables, each with the verdict on its owner (see
         :mod:`airflow_crashsafe.watchdog.wedge`); None when not looked at (no ``--db-url`` on
         PostgreSQL).
+    :param blind_spots: per source (``health``, ``jobs``, ``canary``, ``task_instances``, ``db``),
+        why it refused the watchdog (HTTP 401/403, a refused database login). Each is an alert of
+        its own: a wrong token must not switch part of the monitoring off without a word.
     """
 
     at: datetime
@@ -94,6 +97,7 @@ class Observation:
     running_tasks: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()
     idle_transactions: tuple[IdleTransaction, ...] | None = None
+    blind_spots: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -3,6 +3,11 @@
 Order inside one poll is chosen for crash safety: alerts are spooled to the outbox first, the
 incident state is saved second, delivery comes last. A watchdog killed anywhere in between
 re-sends at most (at-least-once), and never forgets an alert it decided to send.
+
+In :meth:`Watchdog.run` delivery happens off the loop, on the dispatcher's per-sink workers: a
+sink that answers slowly or never delays no poll and no other sink. SIGTERM stops the loop at
+once and gives the workers a bounded moment (``stop_timeout``); what they had not delivered stays
+in the outbox for the next start.
 """
 
 from __future__ import annotations
@@ -63,8 +68,12 @@ class Watchdog:
         if self.incidents:
             log.info("resuming with %d incident(s) from %s", len(self.incidents), state.path)
 
-    def tick(self) -> list[Alert]:
-        """One poll. Returns the alerts it raised (already spooled and delivery attempted)."""
+    def tick(self, *, wait: bool = True) -> list[Alert]:
+        """One poll. Returns the alerts it raised, already spooled.
+
+        With ``wait`` delivery is attempted before returning (each attempt bounded by its sink's
+        deadline); without, it is started in the background and the poll returns at once.
+        """
         observation = self.source.observe(self._clock())
         self.last_observation = observation
         if observation.error:
@@ -76,27 +85,37 @@ class Watchdog:
             self.dispatcher.enqueue(alert)
         self.state.save(incidents)
         self.incidents = incidents
-        report = self.dispatcher.deliver()
+        if wait:
+            pending = self.dispatcher.deliver().pending
+        else:
+            self.dispatcher.start()
+            pending = self.dispatcher.pending()
         if self.metrics is not None:
             self.metrics.update(
                 render(
                     observation,
                     incidents,
                     self.rules,
-                    outbox_pending=report.pending,
+                    outbox_pending=pending,
                     sink_failures=self.dispatcher.failures_total,
                 )
             )
         return alerts
 
-    def run(self, stop: threading.Event, interval: float) -> None:
-        """Poll every ``interval`` seconds until ``stop`` is set (by the SIGTERM handler)."""
+    def run(self, stop: threading.Event, interval: float, *, stop_timeout: float = 2.0) -> None:
+        """Poll every ``interval`` seconds until ``stop`` is set (by the SIGTERM handler).
+
+        Deliveries run in the background; on stop they get ``stop_timeout`` seconds to finish.
+        """
         log.info("watching %s every %g s", self.source.target, interval)
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                self.tick()
-            except Exception:  # keep watching: a watchdog that dies on a bug watches nothing
-                log.exception("watchdog poll failed unexpectedly; retrying at the next interval")
-            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    self.tick(wait=False)
+                except Exception:  # keep watching: a watchdog that dies on a bug watches nothing
+                    log.exception("watchdog poll failed unexpectedly; retrying at the next interval")
+                stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            self.dispatcher.close(stop_timeout)
         log.info("watchdog stopped")

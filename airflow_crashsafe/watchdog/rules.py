@@ -26,7 +26,18 @@ __all__ = ["EXPECT_CHOICES", "VIEW_KEYS", "Rules", "check_expectation", "conditi
 
 EXPECT_CHOICES = ("auto", "yes", "no")
 #: Incidents about the watchdog's view itself; decided even when nothing else can be.
-VIEW_KEYS = ("api_unreachable", "db_unreachable", "metadatabase_unhealthy")
+VIEW_KEYS = (
+    "api_unreachable",
+    "db_unreachable",
+    "metadatabase_unhealthy",
+    "blind_spot:health",
+    "blind_spot:db",
+)
+#: A source refusing the watchdog (HTTP 401/403, a refused DB login): what to check.
+_BLIND_SPOT_FIX = {
+    "db": "check the --db-url user, its password and its SELECT grant on Airflow's tables",
+    "api": "check --api-token-env / --api-user and that user's permissions in Airflow",
+}
 
 
 def check_expectation(name: str, value: str) -> None:
@@ -82,6 +93,14 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
     def add(condition: Condition) -> None:
         found[condition.key] = condition
 
+    for name, problem in observation.blind_spots.items():
+        # Blind everywhere (health, db) pages; one endpoint refused (jobs, canary, tasks) warns.
+        severity = "critical" if name in ("health", "db") else "warning"
+        fix = _BLIND_SPOT_FIX["db" if observation.source == "db" else "api"]
+        spot = {"source": name, "problem": problem, "fix": fix}
+        add(Condition(f"blind_spot:{name}", severity, f"monitoring blind spot: {problem}", now, spot))
+    if observation.error is not None and found:
+        return found, False  # the blind spot is why nothing could be read: one alert, not two
     if observation.error is not None:
         key = "db_unreachable" if observation.source == "db" else "api_unreachable"
         what = "metadata database" if observation.source == "db" else "api-server"
@@ -150,8 +169,9 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
             "max_age_seconds": rules.canary_max_age,
         }
         if not observation.canary_checked:
-            details["notes"] = list(observation.notes)
-            add(Condition("canary_unchecked", "warning", "Canary DAG could not be checked", now, details))
+            if not {"canary", "login"} & set(observation.blind_spots):  # else a blind spot says why
+                details["notes"] = list(observation.notes)
+                add(Condition("canary_unchecked", "warning", "Canary DAG could not be checked", now, details))
         else:
             last = observation.canary_last_success
             details["last_success"] = last.isoformat() if last else None

@@ -1,15 +1,18 @@
 """The watchdog's memory: incidents (pending and open) in a JSON file, replaced atomically.
 
 Restarting the watchdog must not page again for an incident already paged, nor forget to
-resolve it, nor restart a grace period. A state file that cannot be parsed is moved aside
-(``.corrupt-<time>``) and logged; watching goes on from an empty state rather than not at all.
+resolve it, nor restart a grace period. A state file that cannot be parsed (not UTF-8, not
+JSON, not the expected shape) is moved aside (``.corrupt-<time>``) and logged; watching goes on
+from an empty state rather than not at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -19,7 +22,7 @@ from typing import Any
 from airflow_crashsafe.alerting.incidents import Incident
 from airflow_crashsafe.alerting.outbox import atomic_write_text
 
-__all__ = ["StateFile"]
+__all__ = ["StateFile", "default_state_dir"]
 
 log = logging.getLogger(__name__)
 VERSION = 1
@@ -63,6 +66,19 @@ def _load(data: Mapping[str, Any]) -> Incident:
     )
 
 
+def default_state_dir(instance: str, target: str, root: Path | None = None) -> Path:
+    """Where a watchdog keeps its state when not told: one directory per watched Airflow.
+
+    ``<root>/<instance>-<8 hex>`` under ``~/.local/state/airflow-crashsafe`` by default; the hex
+    is a hash of the instance name and the watched URL (without its password), so two watchdogs
+    of two Airflows never share incidents or an outbox, and one restarted finds its own again.
+    """
+    base = root if root is not None else Path.home() / ".local" / "state" / "airflow-crashsafe"
+    digest = hashlib.sha256(f"{instance}\n{target}".encode()).hexdigest()[:8]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", instance).strip("._") or "airflow"
+    return base / f"{slug[:40]}-{digest}"
+
+
 class StateFile:
     """``load()`` and ``save()`` the incidents at ``path``."""
 
@@ -71,11 +87,11 @@ class StateFile:
 
     def load(self) -> dict[str, Incident]:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return {}
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode("utf-8"))  # not UTF-8 is corrupt too (UnicodeDecodeError)
             if not isinstance(data, dict) or data.get("version") != VERSION:
                 raise ValueError(f"expected an object with version {VERSION}")
             return {key: _load(value) for key, value in data["incidents"].items()}

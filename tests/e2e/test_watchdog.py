@@ -148,6 +148,26 @@ def test_two_schedulers_one_killed_warns_not_pages(airflow: AirflowStack, watch:
     assert pages == []
 
 
+def test_wrong_api_token_is_a_blind_spot_and_once_exits_1(airflow: AirflowStack, tmp_path: Path) -> None:
+    """A wrong token is refused by the real jobs endpoint: a "monitoring blind spot" alert, exit 1."""
+    receiver = WebhookReceiver()
+    dog = WatchdogProcess(
+        airflow.api_url, receiver.url, tmp_path, name="wrong-token", options=["--once"], token="not-a-token"
+    )
+    try:
+        proc = dog.start().proc
+        assert proc is not None
+        code = proc.wait(timeout=60)
+        alert = receiver.wait_for("trigger", "blind_spot:jobs", timeout=5)
+    finally:
+        dog.stop()
+        receiver.close()
+    assert code == 1, dog.log_path.read_text()
+    assert alert is not None, f"no blind-spot alert; got {[d.summary() for d in receiver.snapshot()]}"
+    # Airflow 3.3 answers an invalid token with 403 in "all admins" mode, 401 otherwise.
+    assert any(f"answers HTTP {status}" in alert.alert["summary"] for status in (401, 403))
+
+
 def test_api_server_kill_pages(airflow: AirflowStack, watch: Watch) -> None:
     """An unreachable api-server is itself a critical page (the watchdog is blind), not silence."""
     receiver = watch("api", *FAST)

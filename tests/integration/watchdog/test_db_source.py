@@ -159,3 +159,33 @@ def test_wrong_sqlite_path_is_an_error_and_bad_scheme_is_config_error(tmp_path: 
     assert not (tmp_path / "nope.db").exists()
     with pytest.raises(ConfigurationError, match="--db-url must be"):
         DbSource("mysql://x/y")
+
+
+@pytest.mark.parametrize("who", ["no_grant", "unknown_role"])
+def test_refused_db_login_or_grant_is_a_blind_spot_alert(postgres_url: str, who: str) -> None:
+    """A DB user without SELECT on job, or one that does not exist, pages "monitoring blind spot"."""
+    psycopg = pytest.importorskip("psycopg")
+    from urllib.parse import urlsplit, urlunsplit
+
+    role = f"crashsafe_wd_{who}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for ddl in PG_DDL:
+            conn.execute(ddl)
+        if who == "no_grant":
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+            conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+    parts = urlsplit(postgres_url)
+    netloc = f"{role}:pw@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    try:
+        observation = DbSource(url).observe(NOW)
+    finally:
+        if who == "no_grant":
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")
+    assert "db" in observation.blind_spots, observation.error
+    assert "pw" not in observation.blind_spots["db"]
+    _, alerts = evaluate({}, observation, Rules(grace=0))
+    assert [(a.dedup_key.split(":")[2], a.severity) for a in alerts] == [("blind_spot", "critical")]
+    assert alerts[0].summary.startswith("monitoring blind spot: metadata database")
