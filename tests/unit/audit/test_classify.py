@@ -90,7 +90,7 @@ def test_broker_redelivery_of_the_same_try_overlaps() -> None:
 
 
 def test_redelivery_started_before_the_first_succeeded_is_not_a_rerun_after_success() -> None:
-    """One try, the second process started before the first succeeded: a redelivery, whatever the ends' order."""
+    """One try, its second process started before the first succeeded: a redelivery, not a re-run."""
     rows = [
         row(1, 11, 0, 60, end_source="listener", reported="success"),
         row(1, 12, 20, 70, end_source="listener", reported="success"),
