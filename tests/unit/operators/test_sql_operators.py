@@ -194,6 +194,20 @@ def test_adoption_settings_default_to_the_crashsafe_options_where_the_task_runs(
         )
 
 
+def test_adoption_without_triggerer_is_wait_or_take_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argument and the [crashsafe] option accept "wait" or "take_over"; anything else is named."""
+    from airflow_crashsafe import config
+
+    with pytest.raises(ConfigurationError, match=r"adoption_without_triggerer='defer' of 't': choose one of"):
+        _overwrite(adoption_without_triggerer="defer")
+    assert _overwrite(adoption_without_triggerer="take_over").adoption_without_triggerer == "take_over"
+    assert config.adoption_without_triggerer() == "wait"
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__ADOPTION_WITHOUT_TRIGGERER", "sometimes")
+    config.reset_cache()
+    with pytest.raises(ConfigurationError, match="set it to 'wait' or 'take_over'"):
+        config.adoption_without_triggerer()
+
+
 def test_every_sql_operator_names_its_connection_field() -> None:
     """conn_id_field tells Airflow (and common.sql tooling) which argument is the connection."""
     for cls in (PartitionOverwriteOperator, NaturalKeyMergeOperator, FencedSQLOperator):
