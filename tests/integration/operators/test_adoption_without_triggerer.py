@@ -23,10 +23,11 @@ from tests.support.sql_target import SqlTarget
 
 pytestmark = pytest.mark.integration
 
-NO_TRIGGERER = {
-    "never-ran": health_body(triggerer=None),
-    "unhealthy": health_body(triggerer="unhealthy", triggerer_age=300.0),
-    "stale": health_body(triggerer="healthy", triggerer_age=600.0),
+#: health_body() arguments of an api-server reporting no live triggerer.
+NO_TRIGGERER: dict[str, dict[str, Any]] = {
+    "never-ran": {"triggerer": None},
+    "unhealthy": {"triggerer": "unhealthy", "triggerer_age": 300.0},
+    "stale": {"triggerer": "healthy", "triggerer_age": 600.0},
 }
 ROWS = [(DAY, "eu", 10), (DAY, "us", 10)]
 
@@ -54,7 +55,10 @@ def test_without_a_triggerer_the_rerun_waits_in_the_worker_and_adopts(
 ) -> None:
     """No live triggerer: try 2 does not defer, polls the unit's end in the worker and adopts its commit."""
     thread, outcome = _try_1_running(pg_target, 3.0)
-    with api_server_health(monkeypatch, body) as api, caplog.at_level(logging.INFO, "airflow_crashsafe"):
+    with (
+        api_server_health(monkeypatch, health_body(**body)) as api,
+        caplog.at_level(logging.INFO, "airflow_crashsafe"),
+    ):
         started = time.monotonic()
         result = overwrite_op(pg_target, 3.0).execute(_try_2())
         waited = time.monotonic() - started
