@@ -16,7 +16,7 @@ from airflow_crashsafe.sql import checks, statements
 from airflow_crashsafe.sql.introspect import TableInfo, server_version
 from airflow_crashsafe.sql.plans import OpenTransaction, Params
 from airflow_crashsafe.sql.plans.source import describe_target, query_columns
-from airflow_crashsafe.sql.plans.values import check_parameters
+from airflow_crashsafe.sql.plans.values import check_parameters, check_sql
 from airflow_crashsafe.sql.quoting import Quoter, TableName, parse_table_name
 from airflow_crashsafe.sql.unit_program import UnitFailure, UnitProgram, render_sql
 from airflow_crashsafe.store.dbapi import Db
@@ -79,6 +79,7 @@ class MergePlan:
         if update is not None and set(update) & set(key):
             raise ConfigurationError(f"update_columns {update} must not include natural-key columns {key}.")
         check_parameters(parameters, task_id)
+        check_sql(sql, task_id)
         checks.check_deterministic(sql, allowed=allow_nondeterministic, operator=f"{operator} {task_id!r}")
         return cls(task_id, conn_id, parse_table_name(target_table), sql, key, update, parameters)
 

@@ -1,7 +1,8 @@
 """Refuse values no database can take as given, before any connection opens.
 
 PostgreSQL text cannot hold a NUL character, and the driver's error ("text fields cannot contain
-NUL bytes") names neither the parameter nor the task; a ``bytes`` partition value is bound as
+NUL bytes", or a syntax error where a NUL cut the statement short) names neither the value nor
+the task; a ``bytes`` partition value is bound as
 ``bytea`` and fails as "operator does not exist: text = bytea" (or, on SQLite, silently matches
 nothing). Each becomes one :class:`~airflow_crashsafe.errors.ConfigurationError` naming the value
 and the fix. ``bytes`` parameters stay allowed: they are how a ``bytea`` column is written.
@@ -15,7 +16,7 @@ from typing import Any
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.sql.plans import Params
 
-__all__ = ["check_parameters", "check_partition"]
+__all__ = ["check_parameters", "check_partition", "check_sql"]
 
 _BINARY = (bytes, bytearray, memoryview)
 
@@ -61,4 +62,13 @@ def check_partition(partition: Mapping[str, Any], task_id: str) -> None:
                 "as the partition column holds."
             )
         if _has_nul(value):
+            raise _nul_error(what, task_id)
+
+
+def check_sql(sql: str | list[str], task_id: str) -> None:
+    """Refuse SQL text holding a NUL byte (the server would read the statement only up to it)."""
+    statements = [sql] if isinstance(sql, str) else list(sql or ())
+    for i, statement in enumerate(statements, start=1):
+        if isinstance(statement, str) and "\x00" in statement:
+            what = "SQL" if isinstance(sql, str) else f"SQL statement {i}"
             raise _nul_error(what, task_id)

@@ -87,9 +87,8 @@ def test_natural_key_that_is_not_column_names_is_one_clear_error(key: object) ->
 
 def _overwrite(**kwargs: object) -> PartitionOverwriteOperator:
     kwargs.setdefault("partition", {"day": "2024-01-02"})
-    return PartitionOverwriteOperator(
-        task_id="t", conn_id=UNDEFINED, target_table="x", sql="SELECT 1 AS day", **kwargs
-    )
+    kwargs.setdefault("sql", "SELECT 1 AS day")
+    return PartitionOverwriteOperator(task_id="t", conn_id=UNDEFINED, target_table="x", **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -133,6 +132,18 @@ def _overwrite(**kwargs: object) -> PartitionOverwriteOperator:
             ),
             r"parameter 'p' .* contains a NUL byte",
             id="nul-statement-parameter",
+        ),
+        pytest.param(
+            lambda: _overwrite(sql="SELECT '2024\x00' AS day"),
+            r"The SQL of 't' contains a NUL byte",
+            id="nul-sql",
+        ),
+        pytest.param(
+            lambda: FencedSQLOperator(
+                task_id="t", conn_id=UNDEFINED, sql=["SELECT 1", "SELECT '\x00'"], target="x"
+            ),
+            r"SQL statement 2 of 't' contains a NUL byte",
+            id="nul-statement",
         ),
     ],
 )
