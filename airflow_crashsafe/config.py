@@ -23,6 +23,7 @@ __all__ = [
     "OPTIONS",
     "adopt_in_flight",
     "adoption_timeout_seconds",
+    "adoption_without_triggerer",
     "alerting_config",
     "alerting_instance",
     "alerting_state_dir",
@@ -119,6 +120,17 @@ def adopt_in_flight() -> bool:
 def adoption_timeout_seconds() -> float:
     """Default wait for an in-flight unit before taking over, in seconds."""
     return _number("adoption_timeout_seconds", float)
+
+
+@functools.cache
+def adoption_without_triggerer() -> str:
+    """Default for a re-run finding an in-flight unit with no triggerer: "wait" or "take_over"."""
+    value = _get("adoption_without_triggerer").strip().lower()
+    if value not in {"wait", "take_over"}:
+        raise ConfigurationError(
+            f"[crashsafe] adoption_without_triggerer = {value!r}: set it to 'wait' or 'take_over'."
+        )
+    return value
 
 
 @functools.cache
@@ -235,6 +247,7 @@ def reset_cache() -> None:
         ledger_spin_wait_ms,
         adopt_in_flight,
         adoption_timeout_seconds,
+        adoption_without_triggerer,
         on_kill_unit,
         audit_enabled,
         audit_timeout_seconds,

@@ -57,8 +57,9 @@ OPTIONS: dict[str, dict[str, str | None]] = {
     },
     "adopt_in_flight": {
         "description": "Whether a crashsafe SQL write that finds its predecessor's unit still running "
-        "server-side (PostgreSQL) waits for it in the triggerer and adopts its commit instead of "
-        "cancelling it and redoing the work. Operators' adopt_in_flight argument overrides it.",
+        "server-side (PostgreSQL) waits for it (deferred while a triggerer heartbeats) and adopts its "
+        "commit instead of cancelling it and redoing the work. Operators' adopt_in_flight argument "
+        "overrides it.",
         "type": "boolean",
         "example": "True",
         "default": "True",
@@ -70,6 +71,17 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "float",
         "example": "21600",
         "default": "21600",
+        "version_added": "0.1.0",
+    },
+    "adoption_without_triggerer": {
+        "description": "What a re-run does about its predecessor's in-flight unit when no triggerer "
+        "heartbeats (read from the api-server's health at api_url), so a deferral would not be "
+        "answered: wait (poll the unit's end from the worker, holding its slot, up to the adoption "
+        "timeout) or take_over (cancel the unit and redo the work). Operators' "
+        "adoption_without_triggerer argument overrides it.",
+        "type": "string",
+        "example": "wait",
+        "default": "wait",
         "version_added": "0.1.0",
     },
     "on_kill_unit": {

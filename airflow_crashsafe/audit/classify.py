@@ -20,7 +20,8 @@ later execution is compared with the ones before it:
   or a success re-marked failed).
 * ``rerun_after_clear`` - a user cleared an attempt that had not succeeded (``clear_number`` grew).
 * ``retry_after_failure`` - the previous attempt failed and Airflow retried it.
-* ``same_try_twice`` - one try executed by two processes (broker redelivery).
+* ``same_try_twice`` - one try executed by two processes (broker redelivery), whatever the order
+  of their ends: it is the cause, not one of the above.
 """
 
 from __future__ import annotations
@@ -302,9 +303,10 @@ def _overlap(earlier: Execution, later: Execution) -> float:
 def rerun_of(earlier: list[Execution], later: Execution) -> Rerun:
     """Why ``later`` re-ran the slot, given every execution that started before it."""
     prev = earlier[-1]
-    kinds = [_cause(prev, later)]
-    if prev.try_number == later.try_number and prev.run_id == later.run_id:
-        kinds.append("same_try_twice")
+    # One try run by two processes is a redelivery whatever the order of their ends: neither a
+    # reset, a retry nor a re-run after success (those make a new try).
+    same_try = prev.try_number == later.try_number and prev.run_id == later.run_id
+    kinds = ["same_try_twice" if same_try else _cause(prev, later)]
     overlaps = [(_overlap(e, later), e) for e in earlier]
     longest, with_whom = max(overlaps, key=lambda pair: pair[0])
     if longest > 0:

@@ -23,13 +23,23 @@ if TYPE_CHECKING:
 __all__ = ["add_arguments", "duration", "find_duplicates"]
 
 
+#: The longest duration accepted: a window reaching before any attempt (a century) is as good as all.
+MAX_DURATION = timedelta(days=36500)
+
+
 def duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``24h``, ``7d`` -> a timedelta."""
+    """``90s``, ``15m``, ``24h``, ``7d`` -> a timedelta, at most :data:`MAX_DURATION`."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(f"expected a duration like 30m, 24h or 7d, not {text!r}")
     unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
-    return timedelta(**{unit: float(match.group(1))})
+    try:
+        value = timedelta(**{unit: float(match.group(1))})
+    except OverflowError:
+        value = timedelta.max
+    if value > MAX_DURATION:
+        raise argparse.ArgumentTypeError(f"{text!r} is too long: give at most {MAX_DURATION.days}d")
+    return value
 
 
 def _env(name: str | None) -> str | None:

@@ -14,6 +14,17 @@ from airflow_crashsafe.store.ledger import LedgerEntry
 __all__ = ["add_arguments"]
 
 
+def _positive_count(text: str) -> int:
+    """``--limit``: a whole number, 1 or more (0 or less would list nothing, or everything)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of entries, 1 or more, not {text!r}")
+    return value
+
+
 def _show(args: argparse.Namespace) -> int:
     if not args.key and not args.dag:
         raise ConfigurationError("ledger show needs a KEY or --dag DAG_ID.")
@@ -93,7 +104,7 @@ def add_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     show = sub.add_parser("show", help="one key's entry, or a DAG's entries")
     show.add_argument("key", nargs="?", help="an idempotency key")
     show.add_argument("--dag", help="list the entries of this DAG")
-    show.add_argument("--limit", type=int, default=200)
+    show.add_argument("--limit", type=_positive_count, default=200, help="most entries listed (default 200)")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(handler=_show)
 

@@ -10,15 +10,18 @@ alerting"):
   even with all of Airflow down;
 * it checks every component's heartbeat, task instances stuck queued or running, and runs the
   audit reconciliation;
-* it alerts through the same sinks as the watchdog, directly from its last task, never through
-  Airflow callbacks.
+* it alerts through the same sinks as the watchdog, directly from its alert task, never through
+  Airflow callbacks;
+* its last task defers for a second and comes back, proving a triggerer runs triggers (one that
+  heartbeats but runs none fails the run).
 
-A run succeeds whenever its last task ran, whatever the checks found (they alert instead of
-failing), so "no recent successful run" means scheduling is broken, not that a check found
-something. A broken sinks configuration fails the run on purpose: the watchdog's canary rule then
-reports it. Incidents open, repeat and resolve like the watchdog's; they are remembered in a state
-file under ``state_dir`` (on executors with many worker hosts put it on a shared volume, or accept
-that a repeat may be sent again from another host).
+A run succeeds whenever its alert task and that round trip ran, whatever the checks found (they
+alert instead of failing), so "no recent successful run" means scheduling (or the triggerer) is
+broken, not that a check found something. A broken sinks configuration fails the run on purpose:
+the watchdog's canary rule then reports it. Incidents open, repeat and resolve like the
+watchdog's; they are remembered in a state file under ``state_dir`` (on executors with many
+worker hosts put it on a shared volume, or accept that a repeat may be sent again from another
+host).
 """
 
 from __future__ import annotations
@@ -47,7 +50,14 @@ if TYPE_CHECKING:
 
     from airflow_crashsafe.alerting import Dispatcher
 
-__all__ = ["CHECK_TASKS", "DEFAULT_DAG_ID", "AlertingSettings", "alert_task", "build_alerting_dag"]
+__all__ = [
+    "CHECK_TASKS",
+    "DEFAULT_DAG_ID",
+    "ROUND_TRIP_TASK",
+    "AlertingSettings",
+    "alert_task",
+    "build_alerting_dag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +69,8 @@ CHECK_TASKS = {
     "find_stuck_tasks": "stuck_tasks",
     "reconcile_audit": "audit_reconcile",
 }
+#: The last task: a deferral the triggerer must answer (:mod:`airflow_crashsafe.dags.round_trip`).
+ROUND_TRIP_TASK = "triggerer_round_trip"
 
 
 @dataclass(frozen=True)
@@ -296,6 +308,8 @@ def build_alerting_dag(
     """
     from airflow.sdk import DAG, TriggerRule, task
 
+    from airflow_crashsafe.dags.round_trip import TriggererRoundTrip
+
     # Every AlertingSettings field, with its default (a unit test keeps the two in step).
     settings = AlertingSettings(
         dag_id=dag_id,
@@ -355,5 +369,7 @@ def build_alerting_dag(
             findings = dict(zip(CHECK_TASKS, (ping, heartbeats, stuck, audit), strict=True))
             return alert_task(settings, findings)
 
-        alert(ping_dead_mans_switch(), check_heartbeats(), find_stuck_tasks(), reconcile_audit())
+        alerted = alert(ping_dead_mans_switch(), check_heartbeats(), find_stuck_tasks(), reconcile_audit())
+        # Last, so a triggerer that runs no trigger fails the run: the canary then pages.
+        alerted >> TriggererRoundTrip(task_id=ROUND_TRIP_TASK, settings=settings)
     return dag

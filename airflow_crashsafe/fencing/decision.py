@@ -42,6 +42,7 @@ class Resume:
     awaited: Mapping[str, Any] | None = None  # the unit waited for, as ``Unit.as_dict()``
     deadline: float | None = None  # UNIX time when the wait ends
     timed_out: bool = False  # the trigger fired at the deadline, not at the unit's end
+    take_over: bool = False  # no triggerer to wait in and the operator said to take over
 
     @classmethod
     def after_trigger(
@@ -90,7 +91,10 @@ class Adopt:
 
 @dataclass(frozen=True)
 class Wait:
-    """A predecessor's unit is in flight: wait in the triggerer for its ``lock`` until ``deadline``."""
+    """A predecessor's unit is in flight: wait for its ``lock`` until ``deadline``.
+
+    Where: :func:`airflow_crashsafe.fencing.triggerer.await_unit` (deferred, in the worker, or not).
+    """
 
     unit: Unit
     deadline: float
@@ -120,7 +124,8 @@ def decide(
     if in_flight_units:
         # The probe also keeps this connection's unit running should its client die (PG 14+).
         seen = units.probe(db, slot, target, keep_running=db.driver_server_version() >= 140000)
-    if adoption.enabled and not resume.timed_out and seen.unit is not None:
+    stop_waiting = resume.timed_out or resume.take_over
+    if adoption.enabled and not stop_waiting and seen.unit is not None:
         return _wait(slot, target, seen.unit, resume.deadline or time.time() + adoption.timeout_seconds)
     issue = fences.issue_token(db, slot, target, attempt)
     if issue.already_committed is not None:
@@ -134,9 +139,9 @@ def decide(
     token = issue.token
     # Whatever unit of this slot still runs is stale now: stop it rather than queue behind it.
     # (One that started between the probe and our token fails its start check at once.)
-    stale = in_flight_units and (not seen.free or resume.timed_out)
+    stale = in_flight_units and (not seen.free or stop_waiting)
     cancelled = units.cancel_holder(db, slot, target) if stale else []
-    if cancelled or resume.timed_out:
+    if cancelled or stop_waiting:
         log.warning(
             "crashsafe: %s: took the slot over from %s (cancelled backend(s) %s)",
             slot.describe(),
@@ -149,7 +154,11 @@ def decide(
             target,
             attempt,
             token,
-            {"cancelled_backends": cancelled, "timed_out": resume.timed_out},
+            {
+                "cancelled_backends": cancelled,
+                "timed_out": resume.timed_out,
+                "no_triggerer": resume.take_over,
+            },
         )
     return Run(slot, target, attempt, token)
 
@@ -157,7 +166,7 @@ def decide(
 def _wait(slot: Slot, target: str, running: Unit, deadline: float) -> Wait:
     log.info(
         "crashsafe: %s (target %s): the unit of %s is still running server-side (since %s); "
-        "waiting in the triggerer to adopt its commit instead of redoing the work (until %s).",
+        "waiting for it to adopt its commit instead of redoing the work (until %s).",
         slot.describe(),
         target,
         running.describe(),

@@ -13,11 +13,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
 from airflow_crashsafe import config
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.fencing.decision import Adoption, Resume, Run, Wait, decide
 from airflow_crashsafe.fencing.runners import Runner, runner_for
+from airflow_crashsafe.fencing.triggerer import await_unit, check_without_triggerer
 from airflow_crashsafe.identity import attempt_from_context, current_context, slot_from_context
 from airflow_crashsafe.store.dbapi import connect_target
 from airflow_crashsafe.triggers.unit import UnitEndTrigger
@@ -30,18 +32,22 @@ if TYPE_CHECKING:
 __all__ = ["ON_KILL_CHOICES", "FencedSQLBase"]
 
 ON_KILL_CHOICES = ("leave", "cancel")
+_TRIGGER_TIMEOUT = TriggerFailureReason.TRIGGER_TIMEOUT.value
 
 
 class FencedSQLBase(BaseOperator):
     """A fenced write to ``conn_id``: decide, then run the operator's plan, once per slot.
 
     On PostgreSQL the write runs as one server-side unit that commits even if this process is
-    killed, and a reset re-run that finds its predecessor's unit still in flight defers to the
-    triggerer and adopts that unit's commit instead of redoing the work (docs/design.md,
-    "Server-side unit and adoption"). On SQLite the write is a client-driven fenced transaction.
+    killed, and a reset re-run that finds its predecessor's unit still in flight waits for it and
+    adopts that unit's commit instead of redoing the work (docs/design.md, "Server-side unit and
+    adoption"): deferred while a triggerer heartbeats, else as ``adoption_without_triggerer``
+    says. On SQLite the write is a client-driven fenced transaction.
 
     :param adopt_in_flight: wait for and adopt a predecessor's in-flight unit (PostgreSQL).
     :param adoption_timeout: how long to wait for it before cancelling it and taking over.
+    :param adoption_without_triggerer: with no triggerer heartbeating, ``"wait"`` for the unit in
+        the worker (holding its slot) or ``"take_over"`` (cancel it and redo the work).
     :param on_kill_unit: ``"leave"`` (a SIGTERMed attempt's unit keeps running, to be adopted) or
         ``"cancel"`` (cancel it, as a client-driven transaction would be).
     """
@@ -65,6 +71,7 @@ class FencedSQLBase(BaseOperator):
         adopt_in_flight: bool | None = None,
         adoption_timeout: timedelta | float | None = None,
         on_kill_unit: str | None = None,
+        adoption_without_triggerer: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -79,6 +86,9 @@ class FencedSQLBase(BaseOperator):
         self.adopt_in_flight = adopt_in_flight
         self.adoption_timeout = adoption_timeout
         self.on_kill_unit = on_kill_unit
+        self.adoption_without_triggerer = check_without_triggerer(
+            adoption_without_triggerer, kwargs.get("task_id")
+        )
 
     def write_plan(self) -> WritePlan[Any]:
         """What this operator writes, its arguments validated (before any connection opens)."""
@@ -113,21 +123,34 @@ class FencedSQLBase(BaseOperator):
                 db, slot, plan.target, attempt, resume, adoption, in_flight_units=runner.in_flight_units
             )
             if isinstance(decision, Wait):
-                self.defer(
-                    trigger=UnitEndTrigger(
-                        conn_id=self.conn_id,
-                        lock=[decision.lock.k1, decision.lock.k2],
-                        deadline=decision.deadline,
-                    ),
-                    method_name="resume_after_unit",
-                    kwargs={"awaited": decision.unit.as_dict(), "deadline": decision.deadline},
-                )
+                db.close()  # hold no connection while waiting
+                return self._write(context, self._await_unit(decision))
             if isinstance(decision, Run):
                 return runner.run(decision, plan, prepared)
             return decision.result
         finally:
             self._crashsafe_runner = None
             db.close()
+
+    def _await_unit(self, wait: Wait) -> Resume:
+        """Defer while a triggerer heartbeats; else wait here or take over (the log says which)."""
+
+        def defer(trigger: UnitEndTrigger, kwargs: dict[str, Any], timeout: timedelta) -> None:
+            self.defer(trigger=trigger, method_name="resume_after_unit", kwargs=kwargs, timeout=timeout)
+
+        policy = self.adoption_without_triggerer or config.adoption_without_triggerer()
+        return await_unit(wait, conn_id=self.conn_id, without_triggerer=policy, defer=defer)
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """A deferral that timed out (no triggerer ran the trigger) takes the slot over, as the
+        trigger's own timeout does, instead of failing the task."""
+        if next_method == TRIGGER_FAIL_REPR and (next_kwargs or {}).get("error") == _TRIGGER_TIMEOUT:
+            self.log.warning(
+                "crashsafe: no triggerer answered the wait for the in-flight unit within the adoption "
+                "timeout (stalled?); taking the slot over."
+            )
+            return self._write(context, Resume(timed_out=True))
+        return super().resume_execution(next_method, next_kwargs, context)
 
     def on_kill(self) -> None:
         """Leave a running server-side unit to finish (default) or cancel what is running."""

@@ -129,11 +129,15 @@ def insert_partition_guarded(
 
 
 def count_outside_partition(binder: Binder, sql: str, predicate_of: Callable[[Binder], str]) -> str:
-    """(rows of the source, rows outside the partition): the diagnosis after a guard fired."""
+    """(rows of the source, rows outside the partition): the diagnosis after a guard fired.
+
+    The source comes first in the text (a CTE), so that with positional parameters the user's
+    placeholders precede crashsafe's, as :meth:`Binder.params` orders the values.
+    """
     source = binder.source(sql)
     predicate = predicate_of(binder)
     outside = f"count(*) FILTER (WHERE ({predicate}) IS NOT TRUE)"
-    return f"SELECT count(*), {outside} FROM (\n{source}\n) AS {SOURCE_ALIAS}"
+    return f"WITH {SOURCE_ALIAS} AS (\n{source}\n) SELECT count(*), {outside} FROM {SOURCE_ALIAS}"
 
 
 def insert_partition_returning(

@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow_crashsafe.store.dbapi import Db
 
-__all__ = ["UNIT_ERRORS", "UnitFailure", "UnitProgram", "render_sql", "unit_failure"]
+__all__ = ["UNIT_ERRORS", "UnitFailure", "UnitProgram", "dollar_quote", "render_sql", "unit_failure"]
 
 #: SQLSTATEs the block raises (class "CS" is not used by PostgreSQL) -> what they mean.
 UNIT_ERRORS = {
@@ -55,11 +55,15 @@ def render_sql(db: Db, sql: str, params: Any) -> str:
     return str(psycopg.ClientCursor(raw).mogrify(sql, params))
 
 
-def _dollar_quote(text: str) -> str:
-    """``text`` as a dollar-quoted literal whose tag cannot occur in it."""
+def dollar_quote(text: str) -> str:
+    """``text`` as a dollar-quoted literal that ends only at its closing tag.
+
+    The tag must not occur in the text, nor straddle its end: text ending in ``$cs<hex>`` (the
+    tag minus its final ``$``) would be closed by the first ``$`` of the closing tag.
+    """
     while True:
         tag = f"$cs{secrets.token_hex(6)}$"
-        if tag not in text:
+        if (text + tag).find(tag) == len(text):
             return f"{tag}{text}{tag}"
 
 
@@ -85,7 +89,7 @@ class UnitProgram:
 
     def execute(self, sql: str, *, count_as: str | None = None, add: bool = False) -> None:
         """Run ``sql``; with ``count_as``, keep (or ``add`` to) its row count in the result."""
-        self.lines.append(f"EXECUTE {_dollar_quote(sql)};")
+        self.lines.append(f"EXECUTE {dollar_quote(sql)};")
         if count_as:
             var = self._counter(count_as)
             if add:
@@ -97,12 +101,12 @@ class UnitProgram:
     def select_into(self, sql: str, *names: str) -> None:
         """Run a one-row query into result counters (bigint)."""
         targets = ", ".join(self._counter(n) for n in names)
-        self.lines.append(f"EXECUTE {_dollar_quote(sql)} INTO {targets};")
+        self.lines.append(f"EXECUTE {dollar_quote(sql)} INTO {targets};")
 
     def fail_if_positive(self, name: str, code: str, detail_sql: str | None = None) -> None:
         """Raise ``code`` when counter ``name`` is > 0; the detail (JSON) from ``detail_sql``."""
         var = self._counter(name)
-        detail = f"EXECUTE {_dollar_quote(detail_sql)} INTO cs_detail;" if detail_sql else "cs_detail := '';"
+        detail = f"EXECUTE {dollar_quote(detail_sql)} INTO cs_detail;" if detail_sql else "cs_detail := '';"
         self.lines.append(
             f"IF {var} > 0 THEN {detail} RAISE EXCEPTION USING ERRCODE = '{code}', "
             f"MESSAGE = 'crashsafe: {UNIT_ERRORS[code]}', DETAIL = coalesce(cs_detail, ''); END IF;"
@@ -116,9 +120,9 @@ class UnitProgram:
         """
         var = self._counter(count_as)
         self.lines.append(
-            f"BEGIN EXECUTE {_dollar_quote(sql)}; GET DIAGNOSTICS {var} = ROW_COUNT;\n"
+            f"BEGIN EXECUTE {dollar_quote(sql)}; GET DIAGNOSTICS {var} = ROW_COUNT;\n"
             "EXCEPTION WHEN division_by_zero THEN\n"
-            f"  EXECUTE {_dollar_quote(on_division_by_zero)} INTO cs_total, cs_bad;\n"
+            f"  EXECUTE {dollar_quote(on_division_by_zero)} INTO cs_total, cs_bad;\n"
             f"  IF cs_bad > 0 THEN RAISE EXCEPTION USING ERRCODE = '{code}', "
             f"MESSAGE = 'crashsafe: {UNIT_ERRORS[code]}', "
             "DETAIL = json_build_object('total', cs_total, 'outside', cs_bad)::text; END IF;\n"
@@ -134,18 +138,18 @@ class UnitProgram:
         result = "json_build_object(" + ", ".join(pairs) + ")::text"
         body = [
             f"PERFORM {lock_sql};",
-            f"EXECUTE {_dollar_quote(start_check_sql)} INTO cs_n;",
+            f"EXECUTE {dollar_quote(start_check_sql)} INTO cs_n;",
             "IF cs_n = 0 THEN RAISE EXCEPTION USING ERRCODE = 'CSSTL', "
             f"MESSAGE = 'crashsafe: {UNIT_ERRORS['CSSTL']}'; END IF;",
             *self.lines,
-            f"EXECUTE {_dollar_quote(commit_sql)};",
+            f"EXECUTE {dollar_quote(commit_sql)};",
             "GET DIAGNOSTICS cs_n = ROW_COUNT;",
             "IF cs_n <> 1 THEN RAISE EXCEPTION USING ERRCODE = 'CSFEN', "
             f"MESSAGE = 'crashsafe: {UNIT_ERRORS['CSFEN']}'; END IF;",
-            f"EXECUTE {_dollar_quote(finish_sql)} USING {result};",
+            f"EXECUTE {dollar_quote(finish_sql)} USING {result};",
         ]
         text = "DECLARE\n  " + "\n  ".join(declare) + "\nBEGIN\n" + "\n".join(body) + "\nEND"
-        return f"DO {_dollar_quote(text)}"
+        return f"DO {dollar_quote(text)}"
 
 
 @dataclass(frozen=True)

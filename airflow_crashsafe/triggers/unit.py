@@ -6,7 +6,8 @@ the unit's advisory lock with ``pg_try_advisory_xact_lock`` (released again at o
 autocommit) until it is free, then fires ``{"status": "ended"}``; the resumed task reads from
 the fence row whether the unit committed (adopt) or not (redo). Past ``deadline`` it fires
 ``{"status": "timeout"}`` and the task takes the slot over. Database errors are logged and
-retried until the deadline: a brief outage of the warehouse must not fail the wait.
+retried until the deadline: a brief outage of the warehouse must not fail the wait. Without a
+triggerer, :meth:`UnitEndTrigger.wait_here` runs the same checks in the worker.
 """
 
 from __future__ import annotations
@@ -56,32 +57,48 @@ class UnitEndTrigger(BaseTrigger):
     def probe(self) -> bool:
         """True when the lock is free (blocking; runs in a worker thread of the triggerer)."""
         if self._db is None or self._db.is_broken():
-            self._close()
+            self.close()
             self._db = connect_target(self.conn_id)
         free = self._db.execute_alone(_PROBE, {"k1": self.lock[0], "k2": self.lock[1]}).fetchone()[0]
         return bool(free)
 
-    def _close(self) -> None:
+    def check(self) -> dict[str, str] | None:
+        """One probe (blocking): the event to fire, or None to keep waiting.
+
+        A database error is logged and the connection dropped: the next check reconnects.
+        """
+        try:
+            if self.probe():
+                return {"status": "ended"}
+        except Exception as exc:  # keep waiting through a warehouse blip
+            self.log.warning("crashsafe: probing the in-flight unit failed (%s); retrying", exc)
+            self.close()
+        if time.time() >= self.deadline:
+            return {"status": "timeout"}
+        return None
+
+    def close(self) -> None:
+        """Drop the probing connection (the next probe opens another)."""
         if self._db is not None:
             self._db.close()
             self._db = None
 
+    def wait_here(self) -> dict[str, str]:
+        """The same wait without a triggerer, blocking this process; the event it would fire."""
+        try:
+            while (event := self.check()) is None:
+                time.sleep(max(0.0, min(self.poll_interval, self.deadline - time.time())))
+            return event
+        finally:
+            self.close()
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
 
-        probe = sync_to_async(self.probe)
+        check = sync_to_async(self.check)
         try:
-            while True:
-                try:
-                    if await probe():
-                        yield TriggerEvent({"status": "ended"})
-                        return
-                except Exception as exc:  # keep waiting through a warehouse blip
-                    self.log.warning("crashsafe: probing the in-flight unit failed (%s); retrying", exc)
-                    await sync_to_async(self._close)()
-                if time.time() >= self.deadline:
-                    yield TriggerEvent({"status": "timeout"})
-                    return
+            while (event := await check()) is None:
                 await asyncio.sleep(self.poll_interval)
+            yield TriggerEvent(event)
         finally:
-            await sync_to_async(self._close)()
+            await sync_to_async(self.close)()

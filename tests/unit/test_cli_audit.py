@@ -180,6 +180,18 @@ def test_bad_since_is_a_usage_error(store: Store, capsys: pytest.CaptureFixture[
     assert "expected a duration like 30m, 24h or 7d" in err
 
 
+@pytest.mark.parametrize("since", ["99999999999d", "999999999d"])
+def test_since_beyond_the_calendar_is_a_usage_error(
+    store: Store, capsys: pytest.CaptureFixture[str], since: str
+) -> None:
+    """`duplicates --since` longer than the calendar allows exits 2 with one line naming the limit."""
+    code, _, err = run_cli(capsys, "duplicates", "--since", since)
+    assert code == 2
+    last = err.splitlines()[-1]  # argparse's usage, then the one line of the error
+    assert last.endswith(f"argument --since: {since!r} is too long: give at most 36500d"), err
+    assert "Traceback" not in err
+
+
 def test_reconcile_user_needs_password_env(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`audit reconcile --api-user U` without --api-password-env exits 2 with one line."""
     code, _, err = run_cli(capsys, "audit", "reconcile", "--api-user", "admin")

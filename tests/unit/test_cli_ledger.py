@@ -128,6 +128,17 @@ def test_show_needs_key_or_dag(store: Store, capsys: pytest.CaptureFixture[str])
     _one_line_error(err, "ledger show needs a KEY or --dag DAG_ID.")
 
 
+@pytest.mark.parametrize("limit", ["-5", "0", "many"])
+def test_show_limit_must_be_a_positive_count(
+    store: Store, capsys: pytest.CaptureFixture[str], limit: str
+) -> None:
+    """`ledger show --limit` below 1 (or not a number) exits 2 saying what to give."""
+    code, _, err = run_cli(capsys, "ledger", "show", "--dag", DAG, "--limit", limit)
+    assert code == 2
+    last = err.splitlines()[-1]  # argparse's usage, then the one line of the error
+    assert last.endswith(f"argument --limit: expected a whole number of entries, 1 or more, not {limit!r}")
+
+
 def test_show_unknown_key_is_an_error(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger show` of a key nobody recorded exits 2 naming the key."""
     _succeed("notify")

@@ -16,6 +16,7 @@ from airflow_crashsafe.sql import checks, statements
 from airflow_crashsafe.sql.introspect import TableInfo, server_version
 from airflow_crashsafe.sql.plans import OpenTransaction, Params
 from airflow_crashsafe.sql.plans.source import describe_target, query_columns
+from airflow_crashsafe.sql.plans.values import check_parameters, check_sql
 from airflow_crashsafe.sql.quoting import Quoter, TableName, parse_table_name
 from airflow_crashsafe.sql.unit_program import UnitFailure, UnitProgram, render_sql
 from airflow_crashsafe.store.dbapi import Db
@@ -65,12 +66,20 @@ class MergePlan:
         allow_nondeterministic: bool,
     ) -> MergePlan:
         """Validate the arguments and refuse a non-deterministic source (before connecting)."""
-        key = [natural_key] if isinstance(natural_key, str) else list(natural_key or ())
+        key = [natural_key] if isinstance(natural_key, str) else natural_key
+        if not isinstance(key, (list, tuple)) or not all(isinstance(k, str) for k in key):
+            raise ConfigurationError(
+                f"natural_key of {task_id!r} must be a column name or a list of column names, got "
+                f"{natural_key!r}: e.g. natural_key=['order_id']."
+            )
+        key = list(key)
         if not key or len(set(key)) != len(key):
             raise ConfigurationError(f"natural_key must name distinct columns, got {natural_key!r}.")
         update = None if update_columns is None else list(update_columns)
         if update is not None and set(update) & set(key):
             raise ConfigurationError(f"update_columns {update} must not include natural-key columns {key}.")
+        check_parameters(parameters, task_id)
+        check_sql(sql, task_id)
         checks.check_deterministic(sql, allowed=allow_nondeterministic, operator=f"{operator} {task_id!r}")
         return cls(task_id, conn_id, parse_table_name(target_table), sql, key, update, parameters)
 

@@ -18,6 +18,7 @@ from airflow_crashsafe.sql import checks, statements
 from airflow_crashsafe.sql.introspect import TableInfo
 from airflow_crashsafe.sql.plans import OpenTransaction, Params
 from airflow_crashsafe.sql.plans.source import describe_target, query_columns
+from airflow_crashsafe.sql.plans.values import check_parameters, check_partition, check_sql
 from airflow_crashsafe.sql.quoting import Quoter, TableName, parse_table_name
 from airflow_crashsafe.sql.unit_program import UnitFailure, UnitProgram, render_sql
 from airflow_crashsafe.store.dbapi import Db
@@ -53,6 +54,9 @@ class OverwritePlan:
                 f"PartitionOverwriteOperator {task_id!r} needs a non-empty partition "
                 f"{{column: value}}, got {partition!r}; without it the DELETE would empty the table."
             )
+        check_partition(partition, task_id)
+        check_parameters(parameters, task_id)
+        check_sql(sql, task_id)
         return cls(task_id, conn_id, parse_table_name(target_table), dict(partition), sql, parameters)
 
     @property

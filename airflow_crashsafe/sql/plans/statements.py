@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.sql.plans import OpenTransaction, Params
+from airflow_crashsafe.sql.plans.values import check_parameters, check_sql
 from airflow_crashsafe.sql.unit_program import UnitFailure, UnitProgram, render_sql
 from airflow_crashsafe.store.dbapi import Db
 
@@ -36,6 +37,8 @@ class StatementsPlan:
             raise ConfigurationError(f"FencedSQLOperator {task_id!r} got no SQL statements to run.")
         if not target:
             raise ConfigurationError(f"FencedSQLOperator {task_id!r} needs a target name for its fence.")
+        check_parameters(parameters, task_id)
+        check_sql(stmts, task_id)
         return cls(task_id, str(target), stmts, parameters)
 
     def prepare(self, db: Db) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from airflow_crashsafe.store.store import reset_store_cache
+from tests.support.airflow_health import api_server_health, health_body
 from tests.support.sql_target import SqlTarget
 
 
@@ -34,3 +35,10 @@ def _private_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     reset_store_cache()
     yield
     reset_store_cache()
+
+
+@pytest.fixture(autouse=True)
+def _healthy_triggerer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A triggerer heartbeats (the api-server's health says so), so a waiting re-run defers."""
+    with api_server_health(monkeypatch, health_body()):
+        yield

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,75 +26,20 @@ from airflow_crashsafe.errors import FencedOut
 from airflow_crashsafe.operators import PartitionOverwriteOperator
 from airflow_crashsafe.testing.context import fake_context
 from airflow_crashsafe.triggers.unit import UnitEndTrigger
+from tests.support.adoption import (
+    DAY,
+    executions,
+    in_thread,
+    overwrite_op,
+    setup,
+    source,
+    wait_running,
+)
 from tests.support.sql_target import SqlTarget
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
-DAY = "2024-01-02"
-
-
-def _source(seconds: float) -> str:
-    return (
-        f"SELECT '{DAY}' AS day, r AS region, 10 AS amount "
-        f"FROM counted_work({seconds}) AS w, unnest(ARRAY['eu', 'us']) AS r"
-    )
-
-
-def _setup(target: SqlTarget) -> None:
-    target.run(
-        "CREATE TABLE revenue (day TEXT NOT NULL, region TEXT NOT NULL, amount INTEGER NOT NULL)",
-        "CREATE SEQUENCE executions",
-        """CREATE FUNCTION counted_work(seconds double precision) RETURNS integer LANGUAGE plpgsql AS $$
-           BEGIN PERFORM nextval('executions'); PERFORM pg_sleep(seconds); RETURN 1; END $$""",
-    )
-
-
-def _executions(target: SqlTarget) -> int:
-    rows = target.rows("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM executions")
-    return int(rows[0][0])
-
-
-def _op(target: SqlTarget, seconds: float, **kwargs: Any) -> PartitionOverwriteOperator:
-    return PartitionOverwriteOperator(
-        task_id="load_revenue",
-        conn_id=target.conn_id,
-        target_table="revenue",
-        partition={"day": DAY},
-        sql=_source(seconds),
-        **kwargs,
-    )
-
-
-def _in_thread(
-    op: PartitionOverwriteOperator, context: dict[str, Any]
-) -> tuple[threading.Thread, dict[str, Any]]:
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = op.execute(context)
-        except BaseException as exc:  # the test inspects it
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, outcome
-
-
-def _wait_running(url: str, timeout: float = 15.0) -> int:
-    """The pid of the backend running a unit (a DO block calling counted_work)."""
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(url, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE state = 'active' "
-                "AND query LIKE 'DO %%counted_work%%' AND pid <> pg_backend_pid()"
-            ).fetchone()
-            if row:
-                return int(row[0])
-            time.sleep(0.02)
-    raise AssertionError("no unit started")
 
 
 def _defers(op: PartitionOverwriteOperator, context: dict[str, Any]) -> TaskDeferred:
@@ -131,11 +75,11 @@ def _resume(
 
 def test_a_reset_rerun_adopts_the_in_flight_unit_and_runs_nothing(pg_target: SqlTarget) -> None:
     """Try 2 defers while try 1's unit runs, then adopts its commit: one execution, exact rows."""
-    _setup(pg_target)
-    first = _op(pg_target, 2.0)
-    thread, outcome = _in_thread(first, fake_context(task_id="load_revenue", try_number=1, ti_id="ti-1"))
-    _wait_running(pg_target.url)
-    rerun = _op(pg_target, 2.0)
+    setup(pg_target)
+    first = overwrite_op(pg_target, 2.0)
+    thread, outcome = in_thread(first, fake_context(task_id="load_revenue", try_number=1, ti_id="ti-1"))
+    wait_running(pg_target.url)
+    rerun = overwrite_op(pg_target, 2.0)
     context = fake_context(task_id="load_revenue", try_number=2, ti_id="ti-2")
     deferred = _defers(rerun, context)
     assert deferred.kwargs
@@ -146,20 +90,20 @@ def test_a_reset_rerun_adopts_the_in_flight_unit_and_runs_nothing(pg_target: Sql
     assert result["adopted"] is True
     assert result["rows"] == 2  # the adopted unit's own result
     assert "try 1 (ti ti-1" in result["committed_by"]
-    assert _executions(pg_target) == 1
+    assert executions(pg_target) == 1
     assert pg_target.rows("SELECT day, region, amount FROM revenue") == [(DAY, "eu", 10), (DAY, "us", 10)]
     assert pg_target.committed_try("revenue") == 1
 
 
 def test_a_unit_whose_sender_is_sigkilled_commits_and_is_adopted(pg_target: SqlTarget) -> None:
     """The attempt's process dies mid-unit (SIGKILL, as Airflow does 5 s after SIGTERM): the unit commits."""
-    _setup(pg_target)
+    setup(pg_target)
     script = textwrap.dedent(
         f"""
         from airflow_crashsafe.operators import PartitionOverwriteOperator
         from airflow_crashsafe.testing.context import fake_context
         op = PartitionOverwriteOperator(task_id="load_revenue", conn_id={pg_target.conn_id!r},
-            target_table="revenue", partition={{"day": {DAY!r}}}, sql={_source(3.0)!r})
+            target_table="revenue", partition={{"day": {DAY!r}}}, sql={source(3.0)!r})
         op.execute(fake_context(task_id="load_revenue", try_number=1, ti_id="ti-killed"))
         """
     )
@@ -169,28 +113,28 @@ def test_a_unit_whose_sender_is_sigkilled_commits_and_is_adopted(pg_target: SqlT
     }
     proc = subprocess.Popen([sys.executable, "-c", script], env=env)
     try:
-        _wait_running(pg_target.url, timeout=60)
+        wait_running(pg_target.url, timeout=60)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:
         proc.kill()
-    rerun = _op(pg_target, 3.0)
+    rerun = overwrite_op(pg_target, 3.0)
     context = fake_context(task_id="load_revenue", try_number=2, ti_id="ti-2")
     deferred = _defers(rerun, context)
     result = _resume(rerun, context, deferred)
     assert result["adopted"] is True
     assert "ti-killed" in result["committed_by"]
-    assert _executions(pg_target) == 1
+    assert executions(pg_target) == 1
     assert pg_target.rows("SELECT day, region, amount FROM revenue") == [(DAY, "eu", 10), (DAY, "us", 10)]
 
 
 def test_when_the_adopted_unit_fails_the_rerun_does_the_work_itself(pg_target: SqlTarget) -> None:
     """Try 1's unit is cancelled midway: try 2, woken by the trigger, runs the load itself; rows exact."""
-    _setup(pg_target)
-    first = _op(pg_target, 30.0)
-    thread, outcome = _in_thread(first, fake_context(task_id="load_revenue", try_number=1))
-    pid = _wait_running(pg_target.url)
-    rerun = _op(pg_target, 0.1)
+    setup(pg_target)
+    first = overwrite_op(pg_target, 30.0)
+    thread, outcome = in_thread(first, fake_context(task_id="load_revenue", try_number=1))
+    pid = wait_running(pg_target.url)
+    rerun = overwrite_op(pg_target, 0.1)
     context = fake_context(task_id="load_revenue", try_number=2, ti_id="ti-2")
     deferred = _defers(rerun, context)
     with psycopg.connect(pg_target.url, autocommit=True) as conn:
@@ -201,18 +145,18 @@ def test_when_the_adopted_unit_fails_the_rerun_does_the_work_itself(pg_target: S
     assert result["skipped"] is False
     assert not result.get("adopted")
     assert result["rows"] == 2
-    assert _executions(pg_target) == 2
+    assert executions(pg_target) == 2
     assert pg_target.rows("SELECT day, region, amount FROM revenue") == [(DAY, "eu", 10), (DAY, "us", 10)]
     assert pg_target.committed_try("revenue") == 2
 
 
 def test_a_unit_hanging_past_the_adoption_timeout_is_cancelled_and_redone_once(pg_target: SqlTarget) -> None:
     """Past adoption_timeout try 2 takes over: try 1's unit is cancelled (FencedOut), the work runs again."""
-    _setup(pg_target)
-    first = _op(pg_target, 60.0)
-    thread, outcome = _in_thread(first, fake_context(task_id="load_revenue", try_number=1))
-    _wait_running(pg_target.url)
-    rerun = _op(pg_target, 0.1, adoption_timeout=1.0)
+    setup(pg_target)
+    first = overwrite_op(pg_target, 60.0)
+    thread, outcome = in_thread(first, fake_context(task_id="load_revenue", try_number=1))
+    wait_running(pg_target.url)
+    rerun = overwrite_op(pg_target, 0.1, adoption_timeout=1.0)
     context = fake_context(task_id="load_revenue", try_number=2, ti_id="ti-2")
     deferred = _defers(rerun, context)
     started = time.monotonic()
@@ -224,31 +168,31 @@ def test_a_unit_hanging_past_the_adoption_timeout_is_cancelled_and_redone_once(p
     assert isinstance(outcome.get("error"), FencedOut), outcome
     assert result["skipped"] is False
     assert result["rows"] == 2
-    assert _executions(pg_target) == 2
+    assert executions(pg_target) == 2
     assert pg_target.rows("SELECT day, region, amount FROM revenue") == [(DAY, "eu", 10), (DAY, "us", 10)]
     assert pg_target.committed_try("revenue") == 2
 
 
 def test_on_kill_leaves_the_unit_running_and_it_commits(pg_target: SqlTarget) -> None:
     """on_kill (Airflow's SIGTERM to a reset attempt) no longer throws the work away by default."""
-    _setup(pg_target)
-    op = _op(pg_target, 1.5)
-    thread, outcome = _in_thread(op, fake_context(task_id="load_revenue", try_number=1))
-    _wait_running(pg_target.url)
+    setup(pg_target)
+    op = overwrite_op(pg_target, 1.5)
+    thread, outcome = in_thread(op, fake_context(task_id="load_revenue", try_number=1))
+    wait_running(pg_target.url)
     op.on_kill()
     thread.join(15)
     assert outcome.get("result", {}).get("rows") == 2, outcome
     assert pg_target.committed_try("revenue") == 1
-    assert _executions(pg_target) == 1
+    assert executions(pg_target) == 1
 
 
 def test_without_adoption_a_rerun_fences_out_and_cancels_the_stale_unit(pg_target: SqlTarget) -> None:
     """adopt_in_flight=False: try 2 runs at once, try 1's unit is cancelled as stale; rows exact."""
-    _setup(pg_target)
-    first = _op(pg_target, 60.0)
-    thread, outcome = _in_thread(first, fake_context(task_id="load_revenue", try_number=1))
-    _wait_running(pg_target.url)
-    result = _op(pg_target, 0.1, adopt_in_flight=False).execute(
+    setup(pg_target)
+    first = overwrite_op(pg_target, 60.0)
+    thread, outcome = in_thread(first, fake_context(task_id="load_revenue", try_number=1))
+    wait_running(pg_target.url)
+    result = overwrite_op(pg_target, 0.1, adopt_in_flight=False).execute(
         fake_context(task_id="load_revenue", try_number=2)
     )
     thread.join(10)

@@ -112,6 +112,17 @@ def test_multi_column_partition_and_parameters(target: SqlTarget) -> None:
     ]
 
 
+def test_positional_parameters_and_rows_outside_the_partition_are_a_mismatch(target: SqlTarget) -> None:
+    """Positional parameters: the stray-row diagnosis binds the user's values to the user's placeholders."""
+    _table(target)
+    ph = "%s" if target.is_postgres else "?"
+    sql = f"SELECT '2024-01-02' AS day, 'eu' AS region, {ph} AS amount UNION ALL "
+    sql += f"SELECT '2024-01-09', 'eu', {ph}"
+    with pytest.raises(PartitionMismatchError, match=r"1 of 2 row\(s\) outside the partition"):
+        _op(target, sql, parameters=[7, 8]).execute(fake_context(task_id="load_revenue"))
+    assert target.committed_try("revenue") is None
+
+
 def test_percent_in_source_without_parameters_stays_literal(target: SqlTarget) -> None:
     """A source written for no parameters keeps a literal % even though crashsafe binds its own values."""
     _table(target)

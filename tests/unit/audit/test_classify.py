@@ -89,6 +89,29 @@ def test_broker_redelivery_of_the_same_try_overlaps() -> None:
     assert report.overlap_seconds == 40.0
 
 
+def test_redelivery_started_before_the_first_succeeded_is_not_a_rerun_after_success() -> None:
+    """One try, its second process started before the first succeeded: a redelivery, not a re-run."""
+    rows = [
+        row(1, 11, 0, 60, end_source="listener", reported="success"),
+        row(1, 12, 20, 70, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("overlap", "same_try_twice")
+    assert report.overlap_seconds == 40.0
+    assert report.risk == "critical"
+
+
+def test_redelivery_started_after_the_first_succeeded_is_still_a_redelivery() -> None:
+    """One try run again by a second process after the first one's success: same_try_twice, high risk."""
+    rows = [
+        row(1, 11, 0, 30, end_source="listener", reported="success"),
+        row(1, 12, 40, 70, end_source="listener", reported="success"),
+    ]
+    [report] = classify(rows)
+    assert report.kinds == ("same_try_twice",)
+    assert report.risk == "high"
+
+
 def test_success_marked_failed_and_retried_is_a_rerun_after_success() -> None:
     """#63183/#12396: the process reported success, Airflow's verdict became failed, try 2 re-ran it."""
     rows = [
@@ -229,13 +252,13 @@ def test_failed_try_cleared_while_alive_stays_a_rerun_after_clear() -> None:
 
 
 def test_redelivered_try_alive_after_the_other_is_not_called_a_reset() -> None:
-    """Two processes of one try (failed, then success): same_try_twice + overlap, cause unchanged."""
+    """Two processes of one try (failed, then success): same_try_twice + overlap, not a reset or a retry."""
     rows = [
         row(1, 11, 0, 30, end_source="listener", reported="up_for_retry"),
         row(1, 12, 20, 40, end_source="listener", reported="success"),
     ]
     [report] = classify(rows)
-    assert report.kinds == ("overlap", "retry_after_failure", "same_try_twice")
+    assert report.kinds == ("overlap", "same_try_twice")
 
 
 def test_retryable_failure_ended_before_the_successor_stays_a_retry() -> None:

@@ -19,18 +19,23 @@ CHECKS = ["ping_dead_mans_switch", "check_heartbeats", "find_stuck_tasks", "reco
 
 
 def test_dag_structure() -> None:
-    """Every minute, one run at a time, no catch-up, no retries; four checks feed one all-done alert task."""
+    """Every minute, one run at a time, no retries; four checks, an all-done alert, then the round trip."""
     dag = build_alerting_dag()
     assert dag.dag_id == "crashsafe_alerting"
     assert dag.schedule == "* * * * *"
     assert type(dag.timetable).__name__ == "CronTriggerTimetable"
     assert (dag.max_active_runs, dag.catchup, dag.is_paused_upon_creation) == (1, False, False)
     assert dag.dagrun_timeout == timedelta(minutes=10)
-    assert sorted(dag.task_ids) == sorted([*CHECKS, "alert"])
+    assert sorted(dag.task_ids) == sorted([*CHECKS, "alert", "triggerer_round_trip"])
     alert = dag.get_task("alert")
     assert alert.trigger_rule == "all_done"
     assert alert.upstream_task_ids == set(CHECKS)
-    assert [t.task_id for t in dag.leaves] == ["alert"]  # the run's state is the alert task's
+    round_trip = dag.get_task("triggerer_round_trip")
+    assert round_trip.upstream_task_ids == {"alert"}
+    assert round_trip.trigger_rule == "all_success"  # a failed alert task still fails the run
+    # The run's state is the round trip's: it succeeds only when the alert task ran and a
+    # triggerer answered a deferral, so a stalled triggerer fails the canary.
+    assert [t.task_id for t in dag.leaves] == ["triggerer_round_trip"]
     for task in dag.tasks:
         assert task.retries == 0
         assert task.execution_timeout is not None

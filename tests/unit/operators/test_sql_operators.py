@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -74,6 +75,85 @@ def test_bad_key_arguments_are_refused(key: list[str], update: list[str] | None)
         op.execute(fake_context())
 
 
+@pytest.mark.parametrize("key", [5, ["a", 5], [b"a"], None])
+def test_natural_key_that_is_not_column_names_is_one_clear_error(key: object) -> None:
+    """natural_key=5 (or a list holding a non-name) says what to give, not a TypeError traceback."""
+    op = NaturalKeyMergeOperator(
+        task_id="t", conn_id=UNDEFINED, target_table="x", sql="SELECT 1 AS a", natural_key=key
+    )
+    with pytest.raises(ConfigurationError, match=r"natural_key of 't' must be a column name or a list"):
+        op.execute(fake_context())
+
+
+def _overwrite(**kwargs: object) -> PartitionOverwriteOperator:
+    kwargs.setdefault("partition", {"day": "2024-01-02"})
+    kwargs.setdefault("sql", "SELECT 1 AS day")
+    return PartitionOverwriteOperator(task_id="t", conn_id=UNDEFINED, target_table="x", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        pytest.param(
+            lambda: _overwrite(partition={"day": "2024\x0001-02"}),
+            r"partition value of 'day' .* contains a NUL byte",
+            id="nul-partition",
+        ),
+        pytest.param(
+            lambda: _overwrite(partition={"day": b"2024-01-02"}),
+            r"partition value of 'day' .* is bytes: give text",
+            id="bytes-partition",
+        ),
+        pytest.param(
+            lambda: _overwrite(parameters={"day": "a\x00b"}),
+            r"parameter 'day' .* contains a NUL byte",
+            id="nul-named-parameter",
+        ),
+        pytest.param(
+            lambda: _overwrite(parameters=["ok", ["x", "a\x00"]]),
+            r"parameter 2 .* contains a NUL byte",
+            id="nul-positional-parameter",
+        ),
+        pytest.param(
+            lambda: NaturalKeyMergeOperator(
+                task_id="t",
+                conn_id=UNDEFINED,
+                target_table="x",
+                sql="SELECT 1 AS a",
+                natural_key="a",
+                parameters={"p": "\x00"},
+            ),
+            r"parameter 'p' .* contains a NUL byte",
+            id="nul-merge-parameter",
+        ),
+        pytest.param(
+            lambda: FencedSQLOperator(
+                task_id="t", conn_id=UNDEFINED, sql="SELECT 1", target="x", parameters={"p": "\x00"}
+            ),
+            r"parameter 'p' .* contains a NUL byte",
+            id="nul-statement-parameter",
+        ),
+        pytest.param(
+            lambda: _overwrite(sql="SELECT '2024\x00' AS day"),
+            r"The SQL of 't' contains a NUL byte",
+            id="nul-sql",
+        ),
+        pytest.param(
+            lambda: FencedSQLOperator(
+                task_id="t", conn_id=UNDEFINED, sql=["SELECT 1", "SELECT '\x00'"], target="x"
+            ),
+            r"SQL statement 2 of 't' contains a NUL byte",
+            id="nul-statement",
+        ),
+    ],
+)
+def test_nul_bytes_and_bytes_partition_values_are_refused_before_connecting(op: Any, message: str) -> None:
+    """A NUL in a value, or a bytes partition value, is a one-line ConfigurationError, not a driver error."""
+    with pytest.raises(ConfigurationError, match=message) as raised:
+        op().execute(fake_context())
+    assert "\n" not in str(raised.value)
+
+
 def test_fenced_sql_without_statements_is_refused() -> None:
     """An empty statement list is refused before connecting."""
     with pytest.raises(ConfigurationError, match="no SQL statements"):
@@ -123,6 +203,20 @@ def test_adoption_settings_default_to_the_crashsafe_options_where_the_task_runs(
             sql="S",
             on_kill_unit="never",
         )
+
+
+def test_adoption_without_triggerer_is_wait_or_take_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argument and the [crashsafe] option accept "wait" or "take_over"; anything else is named."""
+    from airflow_crashsafe import config
+
+    with pytest.raises(ConfigurationError, match=r"adoption_without_triggerer='defer' of 't': choose one of"):
+        _overwrite(adoption_without_triggerer="defer")
+    assert _overwrite(adoption_without_triggerer="take_over").adoption_without_triggerer == "take_over"
+    assert config.adoption_without_triggerer() == "wait"
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__ADOPTION_WITHOUT_TRIGGERER", "sometimes")
+    config.reset_cache()
+    with pytest.raises(ConfigurationError, match="set it to 'wait' or 'take_over'"):
+        config.adoption_without_triggerer()
 
 
 def test_every_sql_operator_names_its_connection_field() -> None:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_crashsafe.sql.unit_program import UnitProgram, unit_failure
+from airflow_crashsafe.sql.unit_program import UnitProgram, dollar_quote, unit_failure
 
 
 def _render(program: UnitProgram) -> str:
@@ -49,6 +49,26 @@ def test_user_text_is_dollar_quoted_with_a_tag_it_cannot_contain() -> None:
     ]
     assert len(wrapped) == 1
     assert wrapped[0] not in nasty
+
+
+@pytest.mark.parametrize("ending", ["$csaaaaaaaaaaaa", "$csaaaaaaaaaaaa$"])
+def test_text_ending_in_the_tag_or_its_prefix_gets_another_tag(
+    monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    """Text ending in ``$cs<tag>`` (the tag minus its final ``$``) would close early: another tag is drawn."""
+    drawn = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+    monkeypatch.setattr("airflow_crashsafe.sql.unit_program.secrets.token_hex", lambda n: next(drawn))
+    text = f"SELECT 1 -- {ending}"
+    quoted = dollar_quote(text)
+    assert quoted == f"$csbbbbbbbbbbbb${text}$csbbbbbbbbbbbb$"
+
+
+def test_a_quoted_body_ends_only_at_its_closing_tag() -> None:
+    """Whatever the text, the first occurrence of the tag after the opening one is the closing one."""
+    for text in ["", "$", "$cs", "x$$", "a $cs$ b", "ends with $cs0"]:
+        quoted = dollar_quote(text)
+        tag = quoted[: quoted.index("$", 1) + 1]
+        assert quoted.index(tag, len(tag)) == len(quoted) - len(tag)
 
 
 def test_result_keys_and_constants_choose_what_the_result_reports() -> None:
