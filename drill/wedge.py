@@ -39,7 +39,9 @@ from pathlib import Path
 
 import psutil
 
+from drill import wedge_report
 from drill.airflow_home import component_env
+from drill.capability import Capability
 from drill.cluster import libpq_url
 from drill.components import drill_processes
 from drill.facts import DrillFacts
@@ -49,7 +51,10 @@ from drill.session import DrillSession
 from drill.watch import watchdog_accepts
 from drill.wedge_report import WedgeFact, is_wedge_page
 
-__all__ = ["DAG_ID", "DAG_SOURCE", "TASK_PREFIX", "Wedge", "run"]
+__all__ = ["CAPABILITY", "DAG_ID", "DAG_SOURCE", "TASK_PREFIX", "Wedge", "run"]
+
+#: The wedge's report, a capability of its own (mypy checks the module against the protocol).
+CAPABILITY: Capability = wedge_report
 
 #: The wedge DAG (the file is copied into the dags folder; these names must match it).
 DAG_SOURCE = Path(__file__).with_name("wedge_dag.py")
@@ -146,12 +151,17 @@ class Wedge:
         self.fact.restarted_at = self.scenario.restarted_at = time.time()
         self.progress("restarting scheduler")
 
+    def _waiting(self) -> int:
+        """Task instances not yet queued (``scheduled``, or reset to no state and not scheduled yet)."""
+        states = self.probe.ti_states(DAG_ID)
+        return states.get("scheduled", 0) + states.get("none", 0)
+
     def watch_plain(self, give_up: float) -> None:
         """The plain phase: do the reset tasks stay ``scheduled`` for ``give_up`` seconds?"""
         end, first_stuck, scheduled = time.monotonic() + give_up, None, 0
         while time.monotonic() < end:
             self._scheduler_pid()
-            scheduled = self.probe.ti_states(DAG_ID).get("scheduled", 0)
+            scheduled = self._waiting()
             if scheduled and first_stuck is None:
                 first_stuck = time.monotonic()
                 self.progress(f"{scheduled} reset task instances are scheduled; waiting for them to queue")
@@ -211,7 +221,7 @@ class Wedge:
             if f.backend_gone_at is None and self.probe.backend(f.backend_pid or 0) is None:
                 f.backend_gone_at = time.time()
                 self.progress(f"backend {f.backend_pid} is gone")
-            if f.recovered_at is None and not self.probe.ti_states(DAG_ID).get("scheduled", 0):
+            if f.recovered_at is None and not self._waiting():
                 f.recovered_at = time.time()
                 self.progress("recovered: the restarted scheduler queued the reset tasks")
             time.sleep(1.0)
