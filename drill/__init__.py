@@ -11,7 +11,11 @@ not shipped in the wheel. Start reading at :mod:`drill.cli` (the phases and exit
 - the harness: :mod:`drill.session` (resources and cleanup), :mod:`drill.scenario` (the crash),
   :mod:`drill.dags`, :mod:`drill.airflow_home`, :mod:`drill.components`, :mod:`drill.cluster`,
   :mod:`drill.vendors`, :mod:`drill.watch`, :mod:`drill.work_meter`, and :mod:`drill.stack` (a bare
-  Airflow the watchdog's tests and benchmark crash again and again).
+  Airflow the watchdog's tests and benchmark crash again and again), :mod:`drill.subprocess_run`
+  (``python -m drill`` as the end-to-end tests run it);
+- ``--scenario wedge``: :mod:`drill.wedge` (the kill inside the scheduler's critical section, the
+  plain and the healing phase), :mod:`drill.pg_locks` (the metadata DB's sessions and locks),
+  :mod:`drill.wedge_dag`, and its report, :mod:`drill.wedge_report`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Boots real Airflow with the two DAGs of :mod:`drill.dags`, SIGKILLs the scheduler while every
 load and payment push runs, restarts it late (:mod:`drill.scenario`), then has each capability
-of :data:`drill.report.CAPABILITIES` collect its facts and prints the report.
+of :data:`drill.report.CAPABILITIES` collect its facts and prints the report. ``--scenario wedge``
+instead kills the scheduler inside its critical section and shows its successor wedged, then
+healed by the watchdog (:mod:`drill.wedge`, reported by :mod:`drill.wedge_report`).
 
 Exit codes: 0 every crashsafe invariant held; 1 one broke; 3 the drill itself could not run or
 proved nothing (no load was interrupted). The plain DAG's damage is expected and only reported.
@@ -18,19 +20,30 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
-from drill import dags
+from drill import dags, wedge, wedge_report
 from drill.airflow_home import component_env, repo_root
 from drill.components import wait_until
 from drill.facts import DrillFacts
 from drill.report import CAPABILITIES, all_broken, inconclusive, render
-from drill.scenario import Progress, Scenario, ScenarioTimings
+from drill.scenario import Progress
 from drill.session import DrillSession
 from drill.vendors import VENDOR_NAMES, DrillVendors
 from drill.work_meter import WorkMeter
 
-__all__ = ["EXIT_BROKEN", "EXIT_DRILL_FAILED", "EXIT_OK", "build_parser", "main", "parse_args", "run"]
+__all__ = [
+    "EXIT_BROKEN",
+    "EXIT_DRILL_FAILED",
+    "EXIT_OK",
+    "SCENARIOS",
+    "build_parser",
+    "main",
+    "parse_args",
+    "run",
+]
 
 EXIT_OK, EXIT_BROKEN, EXIT_DRILL_FAILED = 0, 1, 3
+#: ``--scenario`` choices: the crash of :mod:`drill.scenario`, the wedge of :mod:`drill.wedge`.
+SCENARIOS = ("default", "wedge")
 
 #: The numeric options: flag, type, default, help.
 NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
@@ -68,6 +81,20 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
         10.0,
         "the watchdog's poll interval, s (default 10, its own default; 0: no watchdog)",
     ),
+    ("--wedge-tasks", int, 20, "wedge: parallel tasks running when the scheduler is killed (default 20)"),
+    (
+        "--give-up",
+        float,
+        120.0,
+        "wedge: seconds the plain phase waits for the restarted scheduler to queue the reset tasks, "
+        "and the crashsafe phase (at least 60) for the healing watchdog's page and recovery",
+    ),
+    (
+        "--kill-timeout",
+        float,
+        300.0,
+        "wedge: seconds to try landing the SIGKILL inside the scheduler's critical section",
+    ),
 ]
 
 
@@ -81,12 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
         "or proved nothing.",
     )
     a = parser.add_argument
+    a(
+        "--scenario",
+        choices=SCENARIOS,
+        default="default",
+        help="default: the crash while loads and payments run; wedge: SIGKILL the scheduler inside "
+        "its critical section, show its successor wedged, then healed by `watch --heal` "
+        "(needs --metadata postgres, chosen by default)",
+    )
     a("--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)")
     a(
         "--metadata",
         choices=["sqlite", "postgres"],
-        default="sqlite",
-        help="Airflow metadata DB: embedded SQLite or the throwaway PostgreSQL cluster",
+        help="Airflow metadata DB: embedded SQLite or the throwaway PostgreSQL cluster (default "
+        "sqlite; postgres for --scenario wedge)",
     )
     a("--dags", choices=["both", "plain", "crashsafe"], default="both")
     for flag, kind, default, text in NUMBERS:
@@ -103,8 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parse the options; the watchdog's threshold defaults to Airflow's health-check threshold."""
-    args = build_parser().parse_args(argv)
+    """Parse the options; the watchdog's threshold defaults to Airflow's health-check threshold.
+
+    The wedge is a PostgreSQL session's locks: ``--scenario wedge`` runs on the PostgreSQL metadata
+    DB and refuses ``--metadata sqlite``.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.scenario == "wedge" and args.metadata == "sqlite":
+        parser.error("--scenario wedge needs --metadata postgres (the wedge is a PostgreSQL session's locks)")
+    args.metadata = args.metadata or ("postgres" if args.scenario == "wedge" else "sqlite")
     args.watch_threshold = int(args.watch_threshold or args.health_check_threshold)
     return args
 
@@ -129,14 +172,18 @@ def run(args: argparse.Namespace) -> int:
     drill = DrillSession(args, progress)
     rc, failed = EXIT_DRILL_FAILED, True
     try:
-        _crash(drill, args, progress)
-        facts = _collect(drill, progress)
-        print(render(facts), flush=True)
+        if args.scenario == "wedge":
+            facts = wedge.run(drill, args, progress)
+            text, broken = wedge_report.render(facts), wedge_report.invariants(facts)
+            unproved = wedge_report.inconclusive(facts)
+        else:
+            _crash(drill, args, progress)
+            facts = _collect(drill, progress)
+            text, broken, unproved = render(facts), all_broken(facts), inconclusive(facts)
+        print(text, flush=True)
         if args.facts_json:
             args.facts_json.write_text(facts.to_json())
-        rc = EXIT_BROKEN if all_broken(facts) else EXIT_OK
-        if rc == EXIT_OK and inconclusive(facts):
-            rc = EXIT_DRILL_FAILED
+        rc = EXIT_BROKEN if broken else EXIT_DRILL_FAILED if unproved else EXIT_OK
         failed = rc != EXIT_OK
     except KeyboardInterrupt:
         progress("interrupted")
@@ -201,20 +248,12 @@ def _crash(drill: DrillSession, args: argparse.Namespace, progress: Progress) ->
         f"AIRFLOW_HOME {drill.home.airflow_home}; migrating the metadata DB ({metadata_url.split(':')[0]})"
     )
     drill.migrate(env)
-    scenario = drill.scenario = Scenario(
-        home=drill.home,
+    scenario = drill.new_scenario(
+        env,
         dag_ids=list(dags.dag_ids(keys).values()),
         long_task_prefixes=(*dags.LONG_TASK_PREFIXES, dags.PUSH_PREFIX),
         logical_date=_logical_date(args),
-        timings=ScenarioTimings(
-            work_seconds=args.work_seconds,
-            kill_after=args.kill_after,
-            outage=args.outage,
-            health_check_threshold=args.health_check_threshold,
-        ),
-        make_component=lambda name: drill.component(name, env),
-        progress=progress,
-        on_start=lambda c: drill.sessions.add(c.pid or -1),
+        kill_after=args.kill_after,
     )
     scenario.boot()
     if args.watch_interval > 0:

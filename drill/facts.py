@@ -14,6 +14,7 @@ from drill.alerting import AlertFact
 from drill.audit import AuditFact, audit_from_json
 from drill.dags import SIDE_TITLES
 from drill.payments import PaymentFact, payments_from_json
+from drill.wedge_report import WedgeFact
 from drill.writes import DagFacts
 
 __all__ = ["DrillFacts"]
@@ -37,6 +38,8 @@ class DrillFacts:
     alert: AlertFact | None = None
     #: The work meter's server-side account (:meth:`drill.work.WorkReport.to_facts`).
     work: dict[str, Any] | None = None
+    #: The wedge scenario's record (``--scenario wedge``; None for the default scenario).
+    wedge: WedgeFact | None = None
 
     def dag(self, side: str) -> DagFacts | None:
         """The DAG run of ``side`` ("plain" / "crashsafe"), None if that side did not run."""
@@ -55,4 +58,6 @@ class DrillFacts:
         raw["audit"] = audit_from_json(raw.get("audit") or {})
         if raw.get("alert") is not None:
             raw["alert"] = AlertFact(**raw["alert"])
+        if raw.get("wedge") is not None:
+            raw["wedge"] = WedgeFact(**raw["wedge"])
         return cls(**raw)

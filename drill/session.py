@@ -15,7 +15,7 @@ from pathlib import Path
 from drill.airflow_home import DrillHome
 from drill.cluster import PostgresCluster, airflow_conn_uri, find_pg_bin, libpq_url, sqlalchemy_url
 from drill.components import Component, airflow_component, drill_processes, kill_drill_processes
-from drill.scenario import Progress, Scenario
+from drill.scenario import Progress, Scenario, ScenarioTimings
 from drill.vendors import DrillVendors
 from drill.watch import WatchdogProcess, WebhookReceiver
 from drill.work_meter import MeterResult, WorkMeter
@@ -49,6 +49,34 @@ class DrillSession:
         """The crash scenario, once it started (the capabilities collect from it after the runs)."""
         if self.scenario is None:
             raise RuntimeError("the crash scenario has not run")
+        return self.scenario
+
+    def new_scenario(
+        self,
+        env: dict[str, str],
+        *,
+        dag_ids: list[str],
+        long_task_prefixes: tuple[str, ...],
+        logical_date: str,
+        kill_after: float = 10.0,
+    ) -> Scenario:
+        """The scenario of this drill, its components started with ``env`` and recorded for cleanup."""
+        args = self.args
+        self.scenario = Scenario(
+            home=self.home,
+            dag_ids=dag_ids,
+            long_task_prefixes=long_task_prefixes,
+            logical_date=logical_date,
+            timings=ScenarioTimings(
+                work_seconds=args.work_seconds,
+                kill_after=kill_after,
+                outage=args.outage,
+                health_check_threshold=args.health_check_threshold,
+            ),
+            make_component=lambda name: self.component(name, env),
+            progress=self.progress,
+            on_start=lambda c: self.sessions.add(c.pid or -1),
+        )
         return self.scenario
 
     def warehouse(self) -> tuple[str, dict[str, str], str]:

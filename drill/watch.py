@@ -26,7 +26,7 @@ from typing import Any
 from drill.airflow_home import repo_root
 from drill.components import Component
 
-__all__ = ["Delivery", "WatchdogProcess", "WebhookReceiver"]
+__all__ = ["Delivery", "WatchdogProcess", "WebhookReceiver", "watchdog_accepts", "watchdog_env"]
 
 
 @dataclass
@@ -105,6 +105,26 @@ class WebhookReceiver:
         self._server.server_close()
 
 
+def watchdog_env() -> dict[str, str]:
+    """The watchdog's environment: the checkout's package first, none of Airflow's settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")]))
+    return env
+
+
+def watchdog_accepts(flag: str) -> bool:
+    """Whether this checkout's watchdog has option ``flag`` (read from its ``--help``)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_crashsafe.watchdog.cli", "--help"],
+        env=watchdog_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return flag in done.stdout.split()
+
+
 @dataclass
 class WatchdogProcess:
     """``airflow-crashsafe watch`` as a subprocess, delivering to ``webhook_url``."""
@@ -131,8 +151,7 @@ class WatchdogProcess:
         )
         argv = [sys.executable, "-m", "airflow_crashsafe.watchdog.cli", "--config", str(config)]
         argv += ["--api-url", self.api_url, "--state-dir", str(state), *self.options]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")]))
+        env = watchdog_env()
         if self.token:
             env["CRASHSAFE_DRILL_API_TOKEN"] = self.token
             argv += ["--api-token-env", "CRASHSAFE_DRILL_API_TOKEN"]

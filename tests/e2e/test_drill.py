@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -20,6 +19,7 @@ import pytest
 from drill.attempts import stopped_for_person
 from drill.cluster import find_pg_bin
 from drill.facts import DrillFacts
+from drill.subprocess_run import run_drill
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(720)]
 
@@ -44,34 +44,7 @@ def drill(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
         pytest.skip("no PostgreSQL binaries for the drill's throwaway warehouse")
     if not (REPO / "airflow_crashsafe" / "operators" / "sql.py").exists():
         pytest.skip("the crashsafe SQL operators are not in this checkout yet")
-    workdir = tmp_path_factory.mktemp("drill")
-    facts_path = workdir / "facts.json"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    env.pop("AIRFLOW_HOME", None)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "drill",
-            *SHORT_DRILL,
-            "--workdir",
-            str(workdir),
-            "--facts-json",
-            str(facts_path),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=660,
-        check=False,
-    )
-    print(done.stdout, done.stderr[-5000:], sep="\n")
-    assert facts_path.exists(), f"the drill wrote no facts (rc {done.returncode}):\n{done.stdout}"
-    return done, DrillFacts.from_json(facts_path.read_text())
+    return run_drill(SHORT_DRILL, tmp_path_factory.mktemp("drill"), timeout=660)
 
 
 def test_drill_exits_zero_and_prints_the_report(
