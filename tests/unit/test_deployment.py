@@ -74,3 +74,16 @@ def test_image_is_built_on_the_locked_airflow() -> None:
     airflow_version, python = base.groups()
     lock = (REPO / "constraints" / f"py{python}.txt").read_text()
     assert f"apache-airflow=={airflow_version}\n" in lock
+
+
+def test_a_watchdog_reads_the_metadata_db_and_heals_a_wedge(compose: dict[str, Any]) -> None:
+    """One watchdog reads the metadata DB with --heal, in a state directory of its own."""
+    watchdog = compose["services"]["crashsafe-watchdog-db"]
+    command = watchdog["command"]
+    assert command[0] == "watch"
+    assert "--heal" in command
+    variable = command[command.index("--db-url-env") + 1]
+    assert watchdog["environment"][variable].startswith("postgresql://")
+    assert "depends_on" not in watchdog
+    state_dirs = {command[command.index("--state-dir") + 1], "/var/lib/crashsafe"}
+    assert len(state_dirs) == 2  # never the API watchdog's directory
