@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_crashsafe.watchdog.runs import DagRuns
     from airflow_crashsafe.watchdog.wedge import IdleTransaction
 
 __all__ = [
@@ -81,6 +82,8 @@ class Observation:
         while holding locks on the scheduler's tables, each with the verdict on its owner (see
         :mod:`airflow_crashsafe.watchdog.wedge`); None when not looked at (no ``--db-url`` on
         PostgreSQL).
+    :param deadline_dags: per DAG with a deadline, its runs, dependencies and durations; None
+        when not read (no ``[[deadlines]]``, or the API without credentials).
     """
 
     at: datetime
@@ -94,6 +97,7 @@ class Observation:
     running_tasks: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()
     idle_transactions: tuple[IdleTransaction, ...] | None = None
+    deadline_dags: Mapping[str, DagRuns] | None = None
 
     @property
     def ok(self) -> bool:
