@@ -61,8 +61,10 @@ _FLOATS = (
 )
 # [[deadlines]] (see watchdog/deadline_rules.py): a directory the replicas share to send each
 # deadline alert once, how long a past deadline is watched, a task's duration with no history,
-# how many successful tries make its median, and how often dependencies and durations are re-read.
+# how many successful tries make its median, how often dependencies and durations are re-read,
+# and whether to page Airflow's own DeadlineAlerts too (true, or the severity of their pages).
 DEFAULTS.update(
+    watch_airflow_deadlines=False,
     deadline_claim_dir=None,
     deadline_keep=86400.0,
     deadline_default_duration=300.0,

@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from airflow_crashsafe.alerting.model import SEVERITIES
 from airflow_crashsafe.errors import ConfigurationError
 
-__all__ = ["DEFAULT_RUN_TYPES", "Deadline", "Occurrence", "parse_deadlines"]
+__all__ = ["DEFAULT_RUN_TYPES", "Deadline", "Occurrence", "parse_deadlines", "severity_option"]
 
 DEFAULT_RUN_TYPES = ("scheduled", "asset_triggered")
 _FIELDS = {
@@ -117,9 +117,10 @@ def _offset(where: str, value: Any) -> timedelta:
     return timedelta(days=d, hours=h, minutes=m, seconds=s)
 
 
-def _severity(where: str, key: str, value: Any) -> str:
+def severity_option(where: str, value: Any) -> str:
+    """A severity name, or a ConfigurationError naming ``where`` it was given."""
     if value not in SEVERITIES:
-        raise ConfigurationError(f"{where}: {key!r} must be one of {SEVERITIES}, not {value!r}")
+        raise ConfigurationError(f"{where} must be one of {SEVERITIES}, not {value!r}")
     return str(value)
 
 
@@ -163,7 +164,7 @@ def _one(index: int, spec: Any) -> Deadline:
             raise ConfigurationError(f"{where}: 'cron' needs the croniter package; use 'at'") from None
         if not isinstance(cron, str) or not croniter.is_valid(cron):
             raise ConfigurationError(f"{where}: 'cron' {cron!r} is not a valid cron expression")
-    severity = _severity(where, "severity", spec.get("severity", "critical"))
+    severity = severity_option(f"{where}: 'severity'", spec.get("severity", "critical"))
     run_types = spec.get("run_types", list(DEFAULT_RUN_TYPES))
     if not isinstance(run_types, Sequence) or isinstance(run_types, str) or not run_types:
         raise ConfigurationError(f"{where}: 'run_types' must be a list like [\"scheduled\"]")
@@ -171,6 +172,10 @@ def _one(index: int, spec: Any) -> Deadline:
     if not isinstance(early, bool):
         raise ConfigurationError(f"{where}: 'early' must be true or false")
     name = spec.get("name") or f"{dag_id}@{at if at is not None else cron}"
+    if str(name).startswith("airflow:"):
+        raise ConfigurationError(
+            f"{where}: 'name' must not start with 'airflow:' (Airflow's own deadlines do)"
+        )
     return Deadline(
         name=str(name),
         dag_id=dag_id,
@@ -179,7 +184,7 @@ def _one(index: int, spec: Any) -> Deadline:
         cron=cron,
         offset=offset,
         severity=severity,
-        early_severity=_severity(where, "early_severity", spec.get("early_severity", severity)),
+        early_severity=severity_option(f"{where}: 'early_severity'", spec.get("early_severity", severity)),
         early=early,
         run_types=tuple(str(t) for t in run_types),
     )

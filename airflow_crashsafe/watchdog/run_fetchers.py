@@ -6,8 +6,11 @@ needs the scheduler: the api-server and the DB answer while it is dead.
 * REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../dagRuns/{run_id}/
   taskInstances``, ``.../tasks`` (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances``
   (``state=success``, newest first) for durations; lists are paged 100 at a time (Airflow's
-  default ``maximum_page_limit``).
-* DB: ``dag_run``, ``task_instance`` and the newest ``serialized_dag`` row.
+  default ``maximum_page_limit``). Airflow's own deadlines come from the UI's API,
+  ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
+  Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
+* DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
+  ``dag_run`` and ``deadline_alert``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from urllib.parse import quote
 
 from airflow_crashsafe.watchdog.forecast import TaskProgress
 from airflow_crashsafe.watchdog.health import parse_timestamp
-from airflow_crashsafe.watchdog.runs import RunView, graph_from_serialized, graph_from_tasks
+from airflow_crashsafe.watchdog.runs import AirflowDeadline, RunView, graph_from_serialized, graph_from_tasks
 
 __all__ = ["PAGE", "ApiRunFetcher", "DbRunFetcher"]
 
@@ -93,7 +96,26 @@ class ApiRunFetcher:
             _keep(found, str(ti["task_id"]), ti.get("duration"), per_task)
         return {task: tuple(d) for task, d in found.items()}
 
+    def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
+        params = {"deadline_time_gte": since.isoformat()}
+        run_after: dict[tuple[str, str], datetime | None] = {}
+        out = []
+        for row in self._pages("/ui/dags/~/dagRuns/~/deadlines", "deadlines", params, max_pages=10):
+            dag, run = str(row["dag_id"]), str(row["dag_run_id"])
+            if (dag, run) not in run_after:  # one GET per run, not per deadline
+                path = f"/api/v2/dags/{quote(dag, safe='')}/dagRuns/{quote(run, safe='')}"
+                run_after[dag, run] = parse_timestamp(self.get_json(path, {})["run_after"])
+            when, due = parse_timestamp(row["deadline_time"]), run_after[dag, run]
+            if when is not None and due is not None:
+                out.append(AirflowDeadline(dag, run, when, row.get("alert_name"), due))
+        return out
 
+
+_AIRFLOW_DEADLINES = (
+    "SELECT r.dag_id, r.run_id, d.deadline_time, a.name, r.run_after FROM deadline d "
+    "JOIN dag_run r ON r.id = d.dagrun_id LEFT JOIN deadline_alert a ON a.id = d.deadline_alert_id "
+    "WHERE d.deadline_time >= {p} ORDER BY d.deadline_time LIMIT 1000"
+)
 _RUNS = (
     "SELECT run_id, run_type, state, run_after, start_date, end_date FROM dag_run "
     "WHERE dag_id = {p} AND run_after >= {p} ORDER BY run_after DESC LIMIT 500"
@@ -142,3 +164,11 @@ class DbRunFetcher:
         for task, duration in self.rows(_DURATIONS, (dag_id, per_task)):
             _keep(found, str(task), duration, per_task)
         return {task: tuple(d) for task, d in found.items()}
+
+    def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
+        out = []
+        for dag, run, at, name, after in self.rows(_AIRFLOW_DEADLINES, (self._when(since),)):
+            when, due = parse_timestamp(at), parse_timestamp(after)
+            if when is not None and due is not None:
+                out.append(AirflowDeadline(str(dag), str(run), when, name, due))
+        return out

@@ -3,7 +3,9 @@
 :class:`RunReader` asks a :class:`RunFetcher` (the REST API's or the metadata DB's, see
 :mod:`airflow_crashsafe.watchdog.run_fetchers`) for each watched DAG's recent runs, the task
 instances of the runs still going, the DAG's task dependencies and its tasks' recent successful
-durations. Dependencies and durations change slowly, so they are cached for ``refresh`` seconds;
+durations; with ``airflow_deadlines`` also the ``deadline`` rows Airflow's own ``DeadlineAlert``
+definitions created for runs (one per run and alert, with its ``deadline_time``), whose DAGs are
+then read too. Dependencies and durations change slowly, so they are cached for ``refresh`` seconds;
 runs and task instances are read every poll. A DAG that cannot be read is reported with
 ``error`` set, never raised, so its deadlines are simply not judged that poll.
 """
@@ -14,12 +16,20 @@ import json
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from airflow_crashsafe.watchdog.forecast import TaskProgress
 
-__all__ = ["DagRuns", "RunFetcher", "RunReader", "RunView", "graph_from_serialized", "graph_from_tasks"]
+__all__ = [
+    "AirflowDeadline",
+    "DagRuns",
+    "RunFetcher",
+    "RunReader",
+    "RunView",
+    "graph_from_serialized",
+    "graph_from_tasks",
+]
 
 #: Run states whose task instances are read for a forecast.
 GOING = ("queued", "running")
@@ -40,6 +50,17 @@ class RunView:
 
 
 @dataclass(frozen=True)
+class AirflowDeadline:
+    """One ``deadline`` row of Airflow's own DeadlineAlerts: this run must be done by ``at``."""
+
+    dag_id: str
+    run_id: str
+    at: datetime
+    name: str | None
+    run_after: datetime
+
+
+@dataclass(frozen=True)
 class DagRuns:
     """What one poll learned about one watched DAG."""
 
@@ -48,6 +69,8 @@ class DagRuns:
     downstream: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     durations: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     error: str | None = None
+    #: Airflow's own deadlines on this DAG's runs; None when not read (not asked for, or failed).
+    airflow_deadlines: tuple[AirflowDeadline, ...] | None = None
 
 
 class RunFetcher(Protocol):
@@ -60,6 +83,8 @@ class RunFetcher(Protocol):
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]: ...
 
     def durations(self, dag_id: str, per_task: int) -> dict[str, tuple[float, ...]]: ...
+
+    def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]: ...
 
 
 def graph_from_tasks(tasks: Any) -> dict[str, tuple[str, ...]]:
@@ -100,15 +125,36 @@ class RunReader:
         *,
         history: int = 10,
         refresh: float = 600.0,
+        airflow_deadlines: bool = False,
+        keep: float = 86400.0,
     ) -> None:
         self.wanted, self.history, self.refresh = wanted, history, refresh
+        self.airflow_deadlines, self.keep = airflow_deadlines, keep
+        #: Why Airflow's own deadlines could not be read at the last poll, if they could not.
+        self.airflow_error: str | None = None
         self._cache: dict[str, _Cached] = {}
 
     def read(self, fetch: RunFetcher, now: datetime) -> dict[str, DagRuns]:
-        out: dict[str, DagRuns] = {}
-        for dag_id, since in self.wanted(now).items():
+        wanted = dict(self.wanted(now))
+        theirs: dict[str, list[AirflowDeadline]] | None = None
+        if self.airflow_deadlines:
             try:
-                out[dag_id] = self._read(fetch, dag_id, since, now)
+                theirs = {}
+                for row in fetch.airflow_deadlines(now - timedelta(seconds=self.keep)):
+                    theirs.setdefault(row.dag_id, []).append(row)
+                    since = wanted.get(row.dag_id)
+                    wanted[row.dag_id] = min(since, row.run_after) if since else row.run_after
+                self.airflow_error = None
+            except Exception as exc:
+                theirs = None
+                self.airflow_error = f"Airflow's deadlines unreadable: {type(exc).__name__}: {exc}"[:300]
+        out: dict[str, DagRuns] = {}
+        for dag_id, since in wanted.items():
+            try:
+                view = self._read(fetch, dag_id, since, now)
+                if theirs is not None:
+                    view = replace(view, airflow_deadlines=tuple(theirs.get(dag_id, ())))
+                out[dag_id] = view
             except Exception as exc:  # any source error: that DAG is not judged this poll
                 out[dag_id] = DagRuns(dag_id, error=f"{type(exc).__name__}: {exc}"[:300])
         return out

@@ -18,7 +18,7 @@ from airflow_crashsafe.watchdog.forecast import TaskProgress
 from airflow_crashsafe.watchdog.health import JobRecord, Observation
 from airflow_crashsafe.watchdog.loop import Watchdog
 from airflow_crashsafe.watchdog.rules import Rules
-from airflow_crashsafe.watchdog.runs import RunReader, RunView
+from airflow_crashsafe.watchdog.runs import AirflowDeadline, RunReader, RunView
 from airflow_crashsafe.watchdog.state import StateFile
 
 UTC = timezone.utc
@@ -49,6 +49,8 @@ class World:
     scheduler_beat: datetime | None = None
     run: RunView | None = None
     blind: bool = False
+    #: ``deadline`` rows of Airflow's own DeadlineAlerts; None: reading them fails.
+    airflow: list[AirflowDeadline] | None = None
 
     def clock(self) -> datetime:
         return self.now
@@ -72,6 +74,11 @@ class Fetcher:
 
     def durations(self, dag_id: str, per_task: int) -> dict[str, tuple[float, ...]]:
         return dict(HISTORY)
+
+    def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
+        if self.world.airflow is None:
+            raise ValueError("GET /ui/dags/~/dagRuns/~/deadlines answered HTTP 500")
+        return [row for row in self.world.airflow if row.at >= since]
 
 
 class FakeSource:
@@ -275,3 +282,34 @@ def test_cli_reads_deadlines_from_the_config(tmp_path: Path, monkeypatch: pytest
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"deadlines": [{**SPEC, "timezone": "Berlin/Mitte"}]}))
     assert cli.main(["--config", str(bad), "--once", "--state-dir", str(tmp_path)]) == 2
+
+
+def test_airflow_deadline_alerts_page_without_the_scheduler(tmp_path: Path) -> None:
+    """With watch_airflow_deadlines, Airflow's own deadline rows page missed and resolve on success."""
+    world, sink = World(airflow=[]), Capture()
+    watch = DeadlineWatch((), "prod", repeat_interval=0, airflow_severity="critical")
+    reader = RunReader(watch.wanted, airflow_deadlines=True)
+    rules = Rules(repeat_interval=0, instance="prod")
+    dog = Watchdog(
+        FakeSource(world, reader),
+        rules,
+        Dispatcher([sink]),
+        StateFile(tmp_path / "s.json"),
+        clock=world.clock,
+        deadlines=watch,
+    )
+    world.run = running(DUE, TaskProgress("extract", "running", DUE))
+    assert world.airflow is not None
+    world.airflow.append(AirflowDeadline("nightly", world.run.run_id, DEADLINE, "sla_6am", DUE))
+    at(world, DEADLINE - timedelta(hours=1), dog)  # extract's 30 min are long over: load's 30 min fit
+    assert deadline_events(sink) == []
+    at(world, DEADLINE + timedelta(seconds=5), dog)
+    assert deadline_events(sink) == [("trigger", "deadline_missed")]
+    assert "missed its deadline airflow:sla_6am" in sink.alerts[-1].summary
+    rows, world.airflow = world.airflow, None  # unreadable: neither resolved nor dropped
+    world.run = running(DUE, state="success")
+    at(world, DEADLINE + timedelta(minutes=1), dog)
+    assert deadline_events(sink) == [("trigger", "deadline_missed")]
+    world.airflow = rows
+    at(world, DEADLINE + timedelta(minutes=2), dog)
+    assert deadline_events(sink)[-1] == ("resolve", "deadline_missed")
