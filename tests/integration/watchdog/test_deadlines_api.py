@@ -140,13 +140,20 @@ def webhook() -> Iterator[Server]:
         yield server
 
 
-def watch_once(api: DrillHome, webhook: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+def watch_once(
+    api: DrillHome, webhook: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow: bool = False
+) -> int:
     """``airflow-crashsafe watch --once`` over the API with a missed and an at-risk deadline."""
     monkeypatch.setenv("WATCH_PW", PASSWORD)
     missed_at = (NOW - timedelta(minutes=1)).strftime("%H:%M")
     early_at = (NOW + timedelta(minutes=41)).strftime("%H:%M")
     config = {
-        "watch": {"expect_triggerer": "no", "expect_dag_processor": "no", "deadline_keep": 7200},
+        "watch": {
+            "expect_triggerer": "no",
+            "expect_dag_processor": "no",
+            "deadline_keep": 7200,
+            "watch_airflow_deadlines": airflow,
+        },
         "sinks": [{"type": "webhook", "url": webhook.url + "/hook", "min_severity": "info"}],
         "deadlines": [
             {"dag_id": "nightly", "at": missed_at, "timezone": "UTC"},
@@ -159,13 +166,15 @@ def watch_once(api: DrillHome, webhook: Server, tmp_path: Path, monkeypatch: pyt
     return cli.main([*argv, "--config", str(path), "--state-dir", str(tmp_path / "state")])
 
 
+def received(webhook: Server) -> list[dict[str, Any]]:
+    """Every deadline alert the webhook got, in order."""
+    bodies = [request.json() for request in webhook.requests]
+    return [body for body in bodies if ":deadline_" in body["dedup_key"]]
+
+
 def deadline_alerts(webhook: Server) -> dict[tuple[str, str], dict[str, Any]]:
-    out = {}
-    for request in webhook.requests:
-        body = request.json()
-        if ":deadline_" in body["dedup_key"]:
-            out[(body["event"], body["dedup_key"].split(":")[2])] = body
-    return out
+    """The deadline alerts by (event, incident kind), the last of each."""
+    return {(body["event"], body["dedup_key"].split(":")[2]): body for body in received(webhook)}
 
 
 def test_api_source_pages_missed_and_early_then_resolves(
@@ -215,3 +224,46 @@ def test_api_source_pages_missed_and_early_then_resolves(
     alerts = deadline_alerts(webhook)
     assert alerts[("resolve", "deadline_missed")]["dedup_key"] == missed["dedup_key"]
     assert alerts[("resolve", "deadline_at_risk")]["dedup_key"] == early["dedup_key"]
+
+
+def add_airflow_deadline(db: Path, run_id: str, at: datetime) -> None:
+    """A ``deadline`` row as Airflow's DeadlineAlert writes it when the run is created (with its callback)."""
+    callback = uuid.uuid4().hex
+    with sqlite3.connect(db) as conn:
+        (run_pk,) = conn.execute("SELECT id FROM dag_run WHERE run_id = ?", (run_id,)).fetchone()
+        conn.execute(
+            "INSERT INTO callback (id, type, fetch_method, data, priority_weight, created_at) "
+            "VALUES (?, 'triggerer', 'import_path', '{}', 1, ?)",
+            (callback, stamp(NOW)),
+        )
+        conn.execute(
+            "INSERT INTO deadline (id, created_at, last_updated_at, dagrun_id, deadline_time, missed, "
+            "callback_id) VALUES (?, ?, ?, ?, ?, 0, ?)",
+            (uuid.uuid4().hex, stamp(NOW), stamp(NOW), run_pk, stamp(at), callback),
+        )
+
+
+def test_airflow_deadline_alert_pages_through_the_api(
+    api: DrillHome, webhook: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """watch_airflow_deadlines: a deadline Airflow recorded for a run pages once it passes, scheduler dead."""
+    db = api.metadata_sqlite
+    tasks = {"extract": ("running", NOW - timedelta(hours=1), None), "load": (None, None, None)}
+    add_run(
+        db,
+        "nightly",
+        "manual__declared",
+        NOW - timedelta(hours=2),
+        "running",
+        {**tasks, "report": (None, None, None)},
+    )
+    add_airflow_deadline(db, "manual__declared", NOW - timedelta(minutes=5))
+    watch_once(api, webhook, tmp_path, monkeypatch, airflow=True)
+    theirs = [
+        body
+        for body in received(webhook)
+        if body["event"] == "trigger" and body["details"]["deadline"].startswith("airflow:")
+    ]
+    assert len(theirs) == 1
+    assert theirs[0]["details"]["run_id"] == "manual__declared"
+    assert theirs[0]["details"]["deadline_utc"] == (NOW - timedelta(minutes=5)).isoformat()

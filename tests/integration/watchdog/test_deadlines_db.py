@@ -265,3 +265,52 @@ def test_two_watchdogs_page_once(
     assert {e["dedup_key"] for e in pd_events} == {pd_events[0]["dedup_key"]}  # one PagerDuty incident
     assert len(deadline_alerts(webhook)) == (1 if shared_claims else 2)
     assert len(pd_events) == (1 if shared_claims else 2)
+
+
+def test_airflow_deadline_rows_page_from_the_db(
+    airflow_db: str, receivers: tuple[Server, Server], tmp_path: Path
+) -> None:
+    """With --db-url, a passed ``deadline`` row of a running run pages; its success resolves."""
+    now = datetime.now(timezone.utc)
+    add_run(
+        airflow_db,
+        RUN_ID,
+        now - timedelta(hours=2),
+        "running",
+        {"extract": ("running", now), "load": (None, None)},
+    )
+    callback = uuid.uuid4()
+    execute(
+        airflow_db,
+        "INSERT INTO callback (id, type, fetch_method, data, priority_weight, created_at) "
+        "VALUES (%s, 'triggerer', 'import_path', '{}', 1, now())",
+        (callback,),
+    )
+    execute(
+        airflow_db,
+        "INSERT INTO deadline (id, created_at, last_updated_at, dagrun_id, deadline_time, missed, "
+        "callback_id) SELECT %s, now(), now(), id, now() - interval '1 minute', false, %s "
+        "FROM dag_run WHERE run_id = %s",
+        (uuid.uuid4(), callback, RUN_ID),
+    )
+    cfg = tmp_path / "airflow.json"
+    webhook, _ = receivers
+    cfg.write_text(
+        json.dumps(
+            {
+                "watch": {
+                    "expect_triggerer": "no",
+                    "expect_dag_processor": "no",
+                    "watch_airflow_deadlines": True,
+                },
+                "sinks": [{"type": "webhook", "url": webhook.url + "/hook", "min_severity": "info"}],
+            }
+        )
+    )
+    finish(watch(airflow_db, cfg, tmp_path / "a"))
+    [missed] = deadline_alerts(webhook)
+    assert missed["details"]["deadline"] == "airflow:deadline"
+    assert missed["details"]["run_id"] == RUN_ID
+    set_run_state(airflow_db, RUN_ID, "success")
+    finish(watch(airflow_db, cfg, tmp_path / "a"))
+    assert [a["event"] for a in deadline_alerts(webhook)] == ["trigger", "resolve"]
