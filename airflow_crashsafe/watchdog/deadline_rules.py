@@ -18,7 +18,8 @@ fixed ``dedup_id`` per (DAG, deadline name, deadline instant): two watchdog repl
 same ``--instance`` send the same ``dedup_key``. An occurrence more than ``keep`` seconds past
 is forgotten without a resolve. With ``watch_airflow_deadlines``, each ``deadline`` row that
 Airflow's own DeadlineAlerts created for a run pages the same way (named ``airflow:<alert>``),
-so a deadline declared once in the DAG pages while the scheduler that evaluates it is dead. See docs/design.md, "Watchdog and alerting".
+so a deadline declared once in the DAG pages while the scheduler that evaluates it is dead.
+See docs/design.md, "Watchdog and alerting".
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class DeadlineWatch:
         current = {  # an occurrence past ``keep`` is forgotten (it stays open in the sink, if it was)
             key: i
             for key, i in incidents.items()
-            if datetime.fromisoformat(i.details["deadline_utc"]) > oldest
+            if datetime.fromisoformat(str(i.details.get("deadline_utc") or now.isoformat())) > oldest
         }
         views = {dag: view for dag, view in (observation.deadline_dags or {}).items() if view.error is None}
         theirs = {dag for dag, view in views.items() if view.airflow_deadlines is not None}

@@ -313,3 +313,32 @@ def test_airflow_deadline_alerts_page_without_the_scheduler(tmp_path: Path) -> N
     world.airflow = rows
     at(world, DEADLINE + timedelta(minutes=2), dog)
     assert deadline_events(sink)[-1] == ("resolve", "deadline_missed")
+
+
+def test_watch_once_with_deadlines_runs_with_airflow_blocked(tmp_path: Path) -> None:
+    """A `watch --once` poll with cron and time-of-day deadlines imports no Airflow module."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.unit.watchdog.test_imports import BLOCKER, ROOT
+
+    config = tmp_path / "watch.json"
+    cron = {"dag_id": "hourly", "cron": "0 * * * *", "offset": "45m"}
+    config.write_text(json.dumps({"deadlines": [SPEC, cron], "watch": {"watch_airflow_deadlines": True}}))
+    (tmp_path / "empty.db").write_bytes(b"")
+    code = BLOCKER + textwrap.dedent(
+        f"""
+        from airflow_crashsafe.watchdog import cli
+        rc = cli.main(["--db-url", "sqlite:///{tmp_path}/empty.db", "--config", {str(config)!r},
+                       "--once", "--state-dir", {str(tmp_path)!r}])
+        assert not [m for m in sys.modules if m == "airflow" or m.startswith("airflow.")]
+        assert "croniter" in sys.modules
+        sys.exit(rc)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1, result.stderr
+    assert "db_unreachable" in result.stderr
