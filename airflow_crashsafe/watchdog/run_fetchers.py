@@ -5,8 +5,8 @@ needs the scheduler: the api-server and the DB answer while it is dead.
 
 * REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../dagRuns/{run_id}/
   taskInstances``, ``.../tasks`` (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances``
-  (``state=success``, newest first) for durations; lists are paged 100 at a time (Airflow's
-  default ``maximum_page_limit``). Airflow's own deadlines come from the UI's API,
+  (``state=success``, newest first) for durations; lists are paged as large as the server allows
+  (``[api] maximum_page_limit``, 100 by default). Airflow's own deadlines come from the UI's API,
   ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
   Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
 * DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
@@ -24,10 +24,12 @@ from airflow_crashsafe.watchdog.forecast import TaskProgress
 from airflow_crashsafe.watchdog.health import parse_timestamp
 from airflow_crashsafe.watchdog.runs import AirflowDeadline, RunView, graph_from_serialized, graph_from_tasks
 
-__all__ = ["PAGE", "ApiRunFetcher", "DbRunFetcher"]
+__all__ = ["LIMIT", "ApiRunFetcher", "DbRunFetcher"]
 
-PAGE = 100
-#: At most this many pages of history per DAG and refresh (10,000 task instances).
+#: Items asked for per page; Airflow clamps it to ``[api] maximum_page_limit`` (100 by default:
+#: raise it to read a 1,000-task run in one request).
+LIMIT = 1000
+#: At most this many pages of history per DAG and refresh.
 MAX_HISTORY_PAGES = 100
 
 
@@ -52,10 +54,15 @@ class ApiRunFetcher:
         self.get_json = get_json
 
     def _pages(self, path: str, key: str, params: dict[str, Any], max_pages: int = 1000) -> Iterator[Any]:
-        for page in range(max_pages):
-            items = list(self.get_json(path, {**params, "limit": PAGE, "offset": page * PAGE}).get(key, []))
+        """Every item of a paged list. Asks for ``LIMIT`` a page; the server may clamp it lower."""
+        offset = 0
+        for _ in range(max_pages):
+            body = self.get_json(path, {**params, "limit": LIMIT, "offset": offset})
+            items = list(body.get(key, []))
             yield from items
-            if len(items) < PAGE:
+            offset += len(items)
+            total = body.get("total_entries")
+            if not items or (total is not None and offset >= total):
                 return
 
     def runs(self, dag_id: str, since: datetime) -> list[RunView]:
