@@ -80,8 +80,11 @@ class ApiRunFetcher:
             for r in self._pages(path, "dag_runs", params, max_pages=5)
         ]
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[TaskProgress]:
+    def task_instances(
+        self, dag_id: str, run_id: str, updated_since: datetime | None = None
+    ) -> list[TaskProgress]:
         path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances"
+        params = {"updated_at_gte": updated_since.isoformat()} if updated_since else {}
         return [
             TaskProgress(
                 str(t["task_id"]),
@@ -89,7 +92,7 @@ class ApiRunFetcher:
                 parse_timestamp(t.get("start_date")),
                 t.get("map_index", -1),
             )
-            for t in self._pages(path, "task_instances", {})
+            for t in self._pages(path, "task_instances", params)
         ]
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
@@ -153,10 +156,16 @@ class DbRunFetcher:
     def runs(self, dag_id: str, since: datetime) -> list[RunView]:
         return [_run(*row) for row in self.rows(_RUNS, (dag_id, self._when(since)))]
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[TaskProgress]:
+    def task_instances(
+        self, dag_id: str, run_id: str, updated_since: datetime | None = None
+    ) -> list[TaskProgress]:
+        sql, params = _TIS, [dag_id, run_id]
+        if updated_since is not None:
+            sql += " AND updated_at >= {p}"
+            params.append(self._when(updated_since))
         return [
             TaskProgress(str(task), state, parse_timestamp(start), int(index))
-            for task, state, start, index in self.rows(_TIS, (dag_id, run_id))
+            for task, state, start, index in self.rows(sql, params)
         ]
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:

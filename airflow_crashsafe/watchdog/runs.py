@@ -5,8 +5,10 @@
 instances of the runs still going, the DAG's task dependencies and its tasks' recent successful
 durations; with ``airflow_deadlines`` also the ``deadline`` rows Airflow's own ``DeadlineAlert``
 definitions created for runs (one per run and alert, with its ``deadline_time``), whose DAGs are
-then read too. Dependencies and durations change slowly, so they are cached for ``refresh`` seconds;
-runs and task instances are read every poll. A DAG that cannot be read is reported with
+then read too. Dependencies and durations change slowly, so they are cached for ``refresh``
+seconds; runs are read every poll, and a running run's task instances in full once per
+``refresh``, else only those updated since the previous poll (``updated_at``, with a minute's
+overlap for clock differences). A DAG that cannot be read is reported with
 ``error`` set, never raised, so its deadlines are simply not judged that poll.
 """
 
@@ -33,6 +35,8 @@ __all__ = [
 
 #: Run states whose task instances are read for a forecast.
 GOING = ("queued", "running")
+#: Task instances are re-read from this many seconds before the previous read (clock skew).
+TI_OVERLAP = 60.0
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,9 @@ class RunFetcher(Protocol):
 
     def runs(self, dag_id: str, since: datetime) -> list[RunView]: ...
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[TaskProgress]: ...
+    def task_instances(
+        self, dag_id: str, run_id: str, updated_since: datetime | None = None
+    ) -> list[TaskProgress]: ...
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]: ...
 
@@ -133,6 +139,7 @@ class RunReader:
         #: Why Airflow's own deadlines could not be read at the last poll, if they could not.
         self.airflow_error: str | None = None
         self._cache: dict[str, _Cached] = {}
+        self._tis: dict[tuple[str, str], tuple[datetime, dict[tuple[str, int], TaskProgress]]] = {}
 
     def read(self, fetch: RunFetcher, now: datetime) -> dict[str, DagRuns]:
         wanted = dict(self.wanted(now))
@@ -168,8 +175,23 @@ class RunReader:
             downstream = fetch.downstream(dag_id)
             cached = _Cached(now, downstream, fetch.durations(dag_id, self.history), finished)
             self._cache[dag_id] = cached
-        runs = [
-            replace(run, tasks=tuple(fetch.task_instances(dag_id, run.run_id))) if run.state in GOING else run
-            for run in runs
-        ]
+            self._tis = {key: v for key, v in self._tis.items() if key[0] != dag_id}  # re-read in full
+        going = {
+            r.run_id: self._task_instances(fetch, dag_id, r.run_id, now) for r in runs if r.state in GOING
+        }
+        self._tis = {key: v for key, v in self._tis.items() if key[0] != dag_id or key[1] in going}
+        runs = [replace(run, tasks=going[run.run_id]) if run.run_id in going else run for run in runs]
         return DagRuns(dag_id, tuple(runs), cached.downstream, cached.durations)
+
+    def _task_instances(
+        self, fetch: RunFetcher, dag_id: str, run_id: str, now: datetime
+    ) -> tuple[TaskProgress, ...]:
+        """The run's task instances: in full the first time, then those updated since (with a margin)."""
+        key = (dag_id, run_id)
+        known = self._tis.get(key)
+        since = known[0] - timedelta(seconds=TI_OVERLAP) if known else None
+        tis = dict(known[1]) if known else {}
+        for ti in fetch.task_instances(dag_id, run_id, since):
+            tis[ti.task_id, ti.map_index] = ti
+        self._tis[key] = (now, tis)
+        return tuple(tis.values())

@@ -66,7 +66,9 @@ class Fetcher:
         runs = [YESTERDAY] + ([self.world.run] if self.world.run else [])
         return [run for run in runs if run.run_after >= since]
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[TaskProgress]:
+    def task_instances(
+        self, dag_id: str, run_id: str, updated_since: datetime | None = None
+    ) -> list[TaskProgress]:
         return list(self.world.run.tasks) if self.world.run else []
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
