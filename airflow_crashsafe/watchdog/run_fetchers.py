@@ -98,10 +98,14 @@ class ApiRunFetcher:
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         return graph_from_tasks(self.get_json(f"/api/v2/dags/{quote(dag_id, safe='')}/tasks", {})["tasks"])
 
-    def durations(self, dag_id: str, per_task: int) -> dict[str, tuple[float, ...]]:
+    def durations(
+        self, dag_id: str, per_task: int, ended_since: datetime | None = None
+    ) -> dict[str, tuple[float, ...]]:
         path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/~/taskInstances"
         found: dict[str, list[float]] = {}
         params = {"state": "success", "order_by": "-end_date"}
+        if ended_since is not None:
+            params["end_date_gte"] = ended_since.isoformat()
         for ti in self._pages(path, "task_instances", params, max_pages=MAX_HISTORY_PAGES):
             _keep(found, str(ti["task_id"]), ti.get("duration"), per_task)
         return {task: tuple(d) for task, d in found.items()}
@@ -137,7 +141,8 @@ _GRAPH = (
 _DURATIONS = (
     "SELECT task_id, duration FROM (SELECT task_id, duration, ROW_NUMBER() OVER "
     "(PARTITION BY task_id ORDER BY end_date DESC) AS n FROM task_instance "
-    "WHERE dag_id = {p} AND state = 'success' AND duration IS NOT NULL) AS recent WHERE n <= {p}"
+    "WHERE dag_id = {p} AND state = 'success' AND duration IS NOT NULL{ended}) AS recent "
+    "WHERE n <= {p} ORDER BY task_id, n"
 )
 
 
@@ -175,9 +180,16 @@ class DbRunFetcher:
         data, compressed = found[0]
         return graph_from_serialized(data, compressed)
 
-    def durations(self, dag_id: str, per_task: int) -> dict[str, tuple[float, ...]]:
+    def durations(
+        self, dag_id: str, per_task: int, ended_since: datetime | None = None
+    ) -> dict[str, tuple[float, ...]]:
         found: dict[str, list[float]] = {}
-        for task, duration in self.rows(_DURATIONS, (dag_id, per_task)):
+        if ended_since is None:
+            sql, params = _DURATIONS.replace("{ended}", ""), [dag_id, per_task]
+        else:
+            sql = _DURATIONS.replace("{ended}", " AND end_date >= {p}")
+            params = [dag_id, self._when(ended_since), per_task]
+        for task, duration in self.rows(sql, params):
             _keep(found, str(task), duration, per_task)
         return {task: tuple(d) for task, d in found.items()}
 

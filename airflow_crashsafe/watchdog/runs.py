@@ -8,7 +8,8 @@ definitions created for runs (one per run and alert, with its ``deadline_time``)
 then read too. Dependencies and durations change slowly, so they are cached for ``refresh``
 seconds; runs are read every poll, and a running run's task instances in full once per
 ``refresh``, else only those updated since the previous poll (``updated_at``, with a minute's
-overlap for clock differences). A DAG that cannot be read is reported with
+overlap for clock differences). Durations are read in full once, then only the successes that
+ended since the previous read. A DAG that cannot be read is reported with
 ``error`` set, never raised, so its deadlines are simply not judged that poll.
 """
 
@@ -88,7 +89,9 @@ class RunFetcher(Protocol):
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]: ...
 
-    def durations(self, dag_id: str, per_task: int) -> dict[str, tuple[float, ...]]: ...
+    def durations(
+        self, dag_id: str, per_task: int, ended_since: datetime | None = None
+    ) -> dict[str, tuple[float, ...]]: ...
 
     def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]: ...
 
@@ -172,8 +175,13 @@ class RunReader:
         cached = self._cache.get(dag_id)
         stale = cached is None or (now - cached.at).total_seconds() >= self.refresh
         if cached is None or stale or not finished <= cached.finished:  # a run succeeded: new durations
-            downstream = fetch.downstream(dag_id)
-            cached = _Cached(now, downstream, fetch.durations(dag_id, self.history), finished)
+            durations = fetch.durations(dag_id, self.history, cached.at if cached else None)
+            if cached is not None:  # newer first, then what was known, the newest ``history`` of them
+                durations = {
+                    task: (*durations.get(task, ()), *cached.durations.get(task, ()))[: self.history]
+                    for task in {*durations, *cached.durations}
+                }
+            cached = _Cached(now, fetch.downstream(dag_id), durations, finished)
             self._cache[dag_id] = cached
             self._tis = {key: v for key, v in self._tis.items() if key[0] != dag_id}  # re-read in full
         going = {

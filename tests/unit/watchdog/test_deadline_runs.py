@@ -37,9 +37,11 @@ class Recorder:
         self.calls.append(("graph", dag_id))
         return {"a": ("b",), "b": ()}
 
-    def durations(self, dag_id: str, per_task: int) -> dict[str, tuple[float, ...]]:
-        self.calls.append(("durations", per_task))
-        return {"a": (60.0,)}
+    def durations(
+        self, dag_id: str, per_task: int, ended_since: datetime | None = None
+    ) -> dict[str, tuple[float, ...]]:
+        self.calls.append(("durations", ended_since))
+        return {"a": (60.0,)} if ended_since is None else {"a": (90.0,), "b": (30.0,)}
 
     def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
         return [AirflowDeadline("theirs", "r1", T0 + timedelta(hours=1), "sla", T0 - timedelta(hours=1))]
@@ -77,7 +79,8 @@ def test_finished_run_needs_no_task_instances_and_refreshes_durations() -> None:
     fetch.run_state = "success"
     view = reader.read(fetch, T0 + timedelta(seconds=10))["d"]
     assert view.runs[0].tasks == ()
-    assert [c[0] for c in fetch.calls].count("durations") == 2
+    assert [c for c in fetch.calls if c[0] == "durations"] == [("durations", None), ("durations", T0)]
+    assert view.durations == {"a": (90.0, 60.0), "b": (30.0,)}  # only the new successes were read
 
 
 def test_one_dag_failing_leaves_the_others_and_airflow_deadlines_add_their_dags() -> None:
