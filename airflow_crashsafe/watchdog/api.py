@@ -107,12 +107,12 @@ class ApiSource:
             return Observation(at=now, source="api", error=f"GET {self.target} answered {kind}: {exc}")
         if self.authenticated:
             observation = self._enrich(observation)
-        if self.runs is not None:
-            observation = self._read_runs(observation)
         elif self.canary_dag_id:
             observation = dataclasses.replace(
                 observation, notes=("canary not checked: the DAG-runs API needs --api-token or --api-user",)
             )
+        if self.runs is not None:
+            observation = self._read_runs(observation)
         return observation
 
     def _enrich(self, observation: Observation) -> Observation:
