@@ -89,6 +89,8 @@ def _conditions(
         "run_due_window": [occurrence.due_from.isoformat(), occurrence.due_before.isoformat()],
     }
     what = f"run {run.run_id} is {run.state}" if run else "no run became due in its window"
+    if view.forecast_error:
+        details["forecast"] = view.forecast_error
     forecast = None
     if view.downstream and (run is not None or (deadline.cron and occurrence.due_from <= now)):
         expected = expected_durations(view.durations, view.downstream, default_duration)

@@ -76,6 +76,8 @@ class DagRuns:
     error: str | None = None
     #: Airflow's own deadlines on this DAG's runs; None when not read (not asked for, or failed).
     airflow_deadlines: tuple[AirflowDeadline, ...] | None = None
+    #: Why dependencies, durations or task instances could not be read (runs were).
+    forecast_error: str | None = None
 
 
 class RunFetcher(Protocol):
@@ -171,6 +173,14 @@ class RunReader:
 
     def _read(self, fetch: RunFetcher, dag_id: str, since: datetime, now: datetime) -> DagRuns:
         runs = fetch.runs(dag_id, since)
+        try:
+            return self._progress(fetch, dag_id, runs, now)
+        except Exception as exc:  # no forecast this poll; the runs alone still decide "missed"
+            why = f"forecast unavailable: {type(exc).__name__}: {exc}"[:300]
+            return DagRuns(dag_id, tuple(runs), forecast_error=why)
+
+    def _progress(self, fetch: RunFetcher, dag_id: str, runs: list[RunView], now: datetime) -> DagRuns:
+        """The runs with the going ones' task instances, the dependencies and the durations."""
         finished = frozenset(r.run_id for r in runs if r.state == "success")
         cached = self._cache.get(dag_id)
         stale = cached is None or (now - cached.at).total_seconds() >= self.refresh

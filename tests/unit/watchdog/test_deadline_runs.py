@@ -96,3 +96,18 @@ def test_one_dag_failing_leaves_the_others_and_airflow_deadlines_add_their_dags(
     theirs = views["theirs"].airflow_deadlines
     assert theirs is not None
     assert [row.name for row in theirs] == ["sla"]
+
+
+def test_unreadable_dependencies_cost_the_forecast_not_the_runs() -> None:
+    """A DAG whose dependencies cannot be read still reports its runs, so a missed deadline pages."""
+    fetch = Recorder()
+
+    def no_graph(dag_id: str) -> dict[str, tuple[str, ...]]:
+        raise ValueError(f"DAG {dag_id!r} has no serialized_dag row: is it parsed?")
+
+    fetch.downstream = no_graph  # type: ignore[method-assign]
+    view = RunReader(lambda now: {"d": now}).read(fetch, T0)["d"]
+    assert view.error is None
+    assert [run.run_id for run in view.runs] == ["r1"]
+    assert view.forecast_error is not None
+    assert "serialized_dag" in view.forecast_error
