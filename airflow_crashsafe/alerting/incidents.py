@@ -39,6 +39,9 @@ class Condition:
     began_at: datetime | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     min_duration: float = 0.0
+    #: A fixed incident id, for an incident that independent watchers (two watchdog replicas)
+    #: must report under one dedup key; None: derived from the key and when it was first seen.
+    dedup_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,13 @@ class Incident:
     min_duration: float = 0.0
     opened_at: datetime | None = None
     last_sent_at: datetime | None = None
+    dedup_id: str | None = None
 
     @property
     def incident_id(self) -> str:
         """Deterministic, so a process that crashed mid-poll re-derives the same id."""
+        if self.dedup_id:
+            return self.dedup_id
         return hashlib.sha256(f"{self.key}|{self.first_seen.isoformat()}".encode()).hexdigest()[:12]
 
     def dedup_key(self, instance: str) -> str:
@@ -136,6 +142,7 @@ def advance(
             began_at=condition.began_at or now,
             details=dict(condition.details),  # what was true when it was first seen
             min_duration=condition.min_duration,
+            dedup_id=condition.dedup_id,
         )
         if incident.opened_at is None:
             if (now - incident.first_seen).total_seconds() >= max(grace, incident.min_duration):

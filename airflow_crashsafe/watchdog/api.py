@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
@@ -23,6 +23,9 @@ from airflow_crashsafe.watchdog.health import (
     parse_health,
     parse_timestamp,
 )
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.watchdog.runs import RunReader
 
 __all__ = ["HEALTH_PATH", "AccessDenied", "ApiSource"]
 
@@ -88,6 +91,8 @@ class ApiSource:
         self._username, self._password = username, password
         self.canary_dag_id = canary_dag_id
         self._session = session or requests.Session()
+        #: Reads the runs of DAGs with a deadline (set by the CLI when ``[[deadlines]]`` exist).
+        self.runs: RunReader | None = None
 
     @property
     def target(self) -> str:
@@ -135,6 +140,8 @@ class ApiSource:
             observation = dataclasses.replace(
                 observation, notes=("canary not checked: the DAG-runs API needs --api-token or --api-user",)
             )
+        if self.runs is not None:
+            observation = self._read_runs(observation)
         return observation
 
     def _enrich(self, observation: Observation) -> Observation:
@@ -190,6 +197,20 @@ class ApiSource:
         except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
             notes.append(f"running tasks unavailable: {_describe(exc)}")
         return dataclasses.replace(observation, notes=tuple(notes), blind_spots=blind, **changes)
+
+    def _read_runs(self, observation: Observation) -> Observation:
+        if not self.authenticated:
+            note = "deadlines not checked: the DAG-runs API needs --api-token-env or --api-user"
+            return dataclasses.replace(observation, notes=(*observation.notes, note))
+        from airflow_crashsafe.watchdog.run_fetchers import ApiRunFetcher
+
+        assert self.runs is not None
+        dags = self.runs.read(ApiRunFetcher(self.get_json), observation.at)
+        return dataclasses.replace(observation, deadline_dags=dags)
+
+    def get_json(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
+        """GET an authenticated REST path; raise ValueError (or a requests error) unless 200 JSON."""
+        return self._get_json(path, params)
 
     def _get_json(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         for attempt in (1, 2):

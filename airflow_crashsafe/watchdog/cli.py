@@ -61,12 +61,27 @@ _FLOATS = (
     "wedge_threshold",
     "delivery_deadline",
 )
+# [[deadlines]] (see watchdog/deadline_rules.py): a directory the replicas share to send each
+# deadline alert once, how long a past deadline is watched, a task's duration with no history,
+# how many successful tries make its median, how often dependencies and durations are re-read,
+# and whether to page Airflow's own DeadlineAlerts too (true, or the severity of their pages).
+DEFAULTS.update(
+    watch_airflow_deadlines=False,
+    deadline_claim_dir=None,
+    deadline_keep=86400.0,
+    deadline_default_duration=300.0,
+    deadline_history=10,
+    deadline_refresh=600.0,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``watch`` options; every default is None so the config file can fill it in."""
     a = parser.add_argument
-    a("--config", help="TOML/JSON file with a [watch] table and [[sinks]] (alert destinations)")
+    a(
+        "--config",
+        help="TOML/JSON file with a [watch] table, [[sinks]] (alert destinations) and [[deadlines]]",
+    )
     a("--api-url", help=f"api-server root URL (default {DEFAULTS['api_url']})")
     a(
         "--db-url",
@@ -142,10 +157,10 @@ def settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, A
         from airflow_crashsafe.alerting.config import load_config_file
 
         file_data = load_config_file(args.config)
-        unknown = sorted(set(file_data) - {"watch", "sinks"})
+        unknown = sorted(set(file_data) - {"watch", "sinks", "deadlines"})
         if unknown:
             raise ConfigurationError(
-                f"{args.config}: unknown top-level key(s) {unknown}; use [watch] and [[sinks]]"
+                f"{args.config}: unknown top-level key(s) {unknown}; use [watch], [[sinks]] and [[deadlines]]"
             )
     watch = file_data.get("watch", {})
     if not isinstance(watch, dict):
@@ -262,7 +277,21 @@ def _build(args: argparse.Namespace) -> Any:
                 f"cannot serve metrics on {opts['metrics_host']}:{opts['metrics_port']}: "
                 f"{exc.strerror or exc}; pick a free --metrics-port"
             ) from None
-    watchdog = Watchdog(source, rules, dispatcher, StateFile(state_dir / "state.json"), metrics=metrics)
+    from airflow_crashsafe.watchdog.deadline_rules import build_deadline_watch
+
+    deadlines = build_deadline_watch(
+        getattr(args, "config", None), opts, rules.instance, rules.repeat_interval
+    )
+    if deadlines is not None:
+        source.runs = deadlines[1]
+    watchdog = Watchdog(
+        source,
+        rules,
+        dispatcher,
+        StateFile(state_dir / "state.json"),
+        metrics=metrics,
+        deadlines=deadlines[0] if deadlines else None,
+    )
     return watchdog, opts
 
 

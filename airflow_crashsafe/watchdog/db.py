@@ -17,7 +17,7 @@ import contextlib
 import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from airflow_crashsafe.errors import ConfigurationError
@@ -29,6 +29,9 @@ from airflow_crashsafe.watchdog.health import (
     parse_timestamp,
 )
 from airflow_crashsafe.watchdog.wedge import IdleTransaction, WedgeWatch
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.watchdog.runs import RunReader
 
 __all__ = ["DbSource", "refused_login", "safe_db_url"]
 
@@ -113,6 +116,8 @@ class DbSource:
                 "--heal needs a PostgreSQL metadata database (--db-url postgresql://...)"
             )
         self.wedge = wedge if self.dialect == "postgresql" else None
+        #: Reads the runs of DAGs with a deadline (set by the CLI when ``[[deadlines]]`` exist).
+        self.runs: RunReader | None = None
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[Any]:
@@ -209,9 +214,16 @@ class DbSource:
                 notes += wedge_notes
             except Exception as exc:
                 notes.append(f"open transactions not checked: {type(exc).__name__}: {exc}"[:300])
+        deadline_dags = None
+        if self.runs is not None:
+            from airflow_crashsafe.watchdog.run_fetchers import DbRunFetcher
+
+            fetcher = DbRunFetcher(lambda sql, params: self._rows(conn, sql, params), self.dialect)
+            deadline_dags = self.runs.read(fetcher, now)
         return Observation(
             at=now,
             source="db",
+            deadline_dags=deadline_dags,
             jobs=tuple(records),
             exists=exists,
             running_tasks=running,

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_crashsafe.watchdog.runs import DagRuns
     from airflow_crashsafe.watchdog.wedge import IdleTransaction
 
 __all__ = [
@@ -84,6 +85,8 @@ class Observation:
     :param blind_spots: per source (``health``, ``jobs``, ``canary``, ``task_instances``, ``db``),
         why it refused the watchdog (HTTP 401/403, a refused database login). Each is an alert of
         its own: a wrong token must not switch part of the monitoring off without a word.
+    :param deadline_dags: per DAG with a deadline, its runs, dependencies and durations; None
+        when not read (no ``[[deadlines]]``, or the API without credentials).
     """
 
     at: datetime
@@ -98,6 +101,7 @@ class Observation:
     notes: tuple[str, ...] = ()
     idle_transactions: tuple[IdleTransaction, ...] | None = None
     blind_spots: Mapping[str, str] = field(default_factory=dict)
+    deadline_dags: Mapping[str, DagRuns] | None = None
 
     @property
     def ok(self) -> bool:

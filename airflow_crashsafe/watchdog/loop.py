@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_crashsafe.alerting.dispatch import Dispatcher
 from airflow_crashsafe.alerting.incidents import Incident
@@ -26,6 +26,10 @@ from airflow_crashsafe.watchdog.health import Observation
 from airflow_crashsafe.watchdog.metrics import MetricsServer, render
 from airflow_crashsafe.watchdog.rules import Rules, evaluate
 from airflow_crashsafe.watchdog.state import StateFile
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.watchdog.deadline_rules import DeadlineWatch
+    from airflow_crashsafe.watchdog.runs import RunReader
 
 __all__ = ["Source", "Watchdog", "utcnow"]
 
@@ -40,6 +44,8 @@ class Source(Protocol):
     """Where observations come from: :class:`ApiSource` or :class:`DbSource`."""
 
     source: str
+    #: Reads the runs of DAGs with a deadline, when ``[[deadlines]]`` are configured.
+    runs: RunReader | None
 
     @property
     def target(self) -> str: ...
@@ -59,10 +65,12 @@ class Watchdog:
         *,
         clock: Callable[[], datetime] = utcnow,
         metrics: MetricsServer | None = None,
+        deadlines: DeadlineWatch | None = None,
     ) -> None:
         self.source, self.rules, self.dispatcher, self.state = source, rules, dispatcher, state
         self._clock = clock
         self.metrics = metrics
+        self.deadlines = deadlines
         self.incidents: dict[str, Incident] = state.load()
         self.last_observation: Observation | None = None
         if self.incidents:
@@ -80,9 +88,16 @@ class Watchdog:
             log.warning("poll of %s failed: %s", self.source.target, observation.error)
         for note in observation.notes:
             log.info("poll of %s: %s", self.source.target, note)
-        incidents, alerts = evaluate(self.incidents, observation, self.rules)
+        deadline_keys = {k for k in self.incidents if self.deadlines is not None and self.deadlines.owns(k)}
+        others = {k: v for k, v in self.incidents.items() if k not in deadline_keys}
+        incidents, alerts = evaluate(others, observation, self.rules)
         for alert in alerts:
             self.dispatcher.enqueue(alert)
+        if self.deadlines is not None:  # spooled by the deadline watch: once among replicas
+            mine = {k: self.incidents[k] for k in deadline_keys}
+            part, sent = self.deadlines.evaluate(mine, observation, self.dispatcher.enqueue)
+            incidents.update(part)
+            alerts += sent
         self.state.save(incidents)
         self.incidents = incidents
         if wait:

@@ -42,6 +42,7 @@ def _dump(incident: Incident) -> dict[str, Any]:
         "min_duration": incident.min_duration,
         "opened_at": iso(incident.opened_at),
         "last_sent_at": iso(incident.last_sent_at),
+        "dedup_id": incident.dedup_id,
     }
 
 
@@ -63,6 +64,7 @@ def _load(data: Mapping[str, Any]) -> Incident:
         min_duration=float(data.get("min_duration", 0.0)),
         opened_at=dt(data.get("opened_at")),
         last_sent_at=dt(data.get("last_sent_at")),
+        dedup_id=data.get("dedup_id"),
     )
 
 

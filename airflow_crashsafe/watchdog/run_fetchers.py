@@ -1,0 +1,202 @@
+"""The two ways to read a watched DAG's runs: Airflow 3's REST API, or its metadata DB.
+
+Both read the same facts (see :class:`~airflow_crashsafe.watchdog.runs.RunFetcher`), and neither
+needs the scheduler: the api-server and the DB answer while it is dead.
+
+* REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../dagRuns/{run_id}/
+  taskInstances``, ``.../tasks`` (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances``
+  (``state=success``, newest first) for durations; lists are paged as large as the server allows
+  (``[api] maximum_page_limit``, 100 by default). Airflow's own deadlines come from the UI's API,
+  ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
+  Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
+* DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
+  ``dag_run`` and ``deadline_alert``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import quote
+
+from airflow_crashsafe.watchdog.forecast import TaskProgress
+from airflow_crashsafe.watchdog.health import parse_timestamp
+from airflow_crashsafe.watchdog.runs import AirflowDeadline, RunView, graph_from_serialized, graph_from_tasks
+
+__all__ = ["LIMIT", "ApiRunFetcher", "DbRunFetcher"]
+
+#: Items asked for per page; Airflow clamps it to ``[api] maximum_page_limit`` (100 by default:
+#: raise it to read a 1,000-task run in one request).
+LIMIT = 1000
+#: At most this many pages of history per DAG and refresh.
+MAX_HISTORY_PAGES = 100
+
+
+def _run(run_id: Any, run_type: Any, state: Any, run_after: Any, start: Any, end: Any) -> RunView:
+    after = parse_timestamp(run_after)
+    if after is None:
+        raise ValueError(f"run {run_id} has no run_after")
+    return RunView(
+        str(run_id), str(run_type), str(state), after, parse_timestamp(start), parse_timestamp(end)
+    )
+
+
+def _keep(found: dict[str, list[float]], task_id: str, duration: Any, per_task: int) -> None:
+    if duration is not None and len(found.setdefault(task_id, [])) < per_task:
+        found[task_id].append(float(duration))
+
+
+class ApiRunFetcher:
+    """Reads through ``get_json(path, params)`` (:meth:`ApiSource.get_json`, authenticated)."""
+
+    def __init__(self, get_json: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
+        self.get_json = get_json
+
+    def _pages(self, path: str, key: str, params: dict[str, Any], max_pages: int = 1000) -> Iterator[Any]:
+        """Every item of a paged list. Asks for ``LIMIT`` a page; the server may clamp it lower."""
+        offset = 0
+        for _ in range(max_pages):
+            body = self.get_json(path, {**params, "limit": LIMIT, "offset": offset})
+            items = list(body.get(key, []))
+            yield from items
+            offset += len(items)
+            total = body.get("total_entries")
+            if not items or (total is not None and offset >= total):
+                return
+
+    def runs(self, dag_id: str, since: datetime) -> list[RunView]:
+        path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns"
+        params = {"run_after_gte": since.isoformat(), "order_by": "-run_after"}
+        return [
+            _run(
+                r["dag_run_id"],
+                r["run_type"],
+                r["state"],
+                r["run_after"],
+                r.get("start_date"),
+                r.get("end_date"),
+            )
+            for r in self._pages(path, "dag_runs", params, max_pages=5)
+        ]
+
+    def task_instances(
+        self, dag_id: str, run_id: str, updated_since: datetime | None = None
+    ) -> list[TaskProgress]:
+        path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances"
+        params = {"updated_at_gte": updated_since.isoformat()} if updated_since else {}
+        return [
+            TaskProgress(
+                str(t["task_id"]),
+                t.get("state"),
+                parse_timestamp(t.get("start_date")),
+                t.get("map_index", -1),
+            )
+            for t in self._pages(path, "task_instances", params)
+        ]
+
+    def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
+        return graph_from_tasks(self.get_json(f"/api/v2/dags/{quote(dag_id, safe='')}/tasks", {})["tasks"])
+
+    def durations(
+        self, dag_id: str, per_task: int, ended_since: datetime | None = None
+    ) -> dict[str, tuple[float, ...]]:
+        path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/~/taskInstances"
+        found: dict[str, list[float]] = {}
+        params = {"state": "success", "order_by": "-end_date"}
+        if ended_since is not None:
+            params["end_date_gte"] = ended_since.isoformat()
+        for ti in self._pages(path, "task_instances", params, max_pages=MAX_HISTORY_PAGES):
+            _keep(found, str(ti["task_id"]), ti.get("duration"), per_task)
+        return {task: tuple(d) for task, d in found.items()}
+
+    def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
+        params = {"deadline_time_gte": since.isoformat()}
+        run_after: dict[tuple[str, str], datetime | None] = {}
+        out = []
+        for row in self._pages("/ui/dags/~/dagRuns/~/deadlines", "deadlines", params, max_pages=10):
+            dag, run = str(row["dag_id"]), str(row["dag_run_id"])
+            if (dag, run) not in run_after:  # one GET per run, not per deadline
+                path = f"/api/v2/dags/{quote(dag, safe='')}/dagRuns/{quote(run, safe='')}"
+                run_after[dag, run] = parse_timestamp(self.get_json(path, {})["run_after"])
+            when, due = parse_timestamp(row["deadline_time"]), run_after[dag, run]
+            if when is not None and due is not None:
+                out.append(AirflowDeadline(dag, run, when, row.get("alert_name"), due))
+        return out
+
+
+_AIRFLOW_DEADLINES = (
+    "SELECT r.dag_id, r.run_id, d.deadline_time, a.name, r.run_after FROM deadline d "
+    "JOIN dag_run r ON r.id = d.dagrun_id LEFT JOIN deadline_alert a ON a.id = d.deadline_alert_id "
+    "WHERE d.deadline_time >= {p} ORDER BY d.deadline_time LIMIT 1000"
+)
+_RUNS = (
+    "SELECT run_id, run_type, state, run_after, start_date, end_date FROM dag_run "
+    "WHERE dag_id = {p} AND run_after >= {p} ORDER BY run_after DESC LIMIT 500"
+)
+_TIS = "SELECT task_id, state, start_date, map_index FROM task_instance WHERE dag_id = {p} AND run_id = {p}"
+_GRAPH = (
+    "SELECT data, data_compressed FROM serialized_dag WHERE dag_id = {p} ORDER BY last_updated DESC LIMIT 1"
+)
+_DURATIONS = (
+    "SELECT task_id, duration FROM (SELECT task_id, duration, ROW_NUMBER() OVER "
+    "(PARTITION BY task_id ORDER BY end_date DESC) AS n FROM task_instance "
+    "WHERE dag_id = {p} AND state = 'success' AND duration IS NOT NULL{ended}) AS recent "
+    "WHERE n <= {p} ORDER BY task_id, n"
+)
+
+
+class DbRunFetcher:
+    """Reads with ``rows(sql, params)`` on one open metadata-DB connection (``{p}``: placeholder)."""
+
+    def __init__(self, rows: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]], dialect: str) -> None:
+        self.rows, self.dialect = rows, dialect
+
+    def _when(self, value: datetime) -> Any:
+        # Airflow's UtcDateTime is naive UTC text in SQLite, timestamptz in PostgreSQL.
+        if self.dialect == "sqlite":
+            return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat(" ")
+        return value
+
+    def runs(self, dag_id: str, since: datetime) -> list[RunView]:
+        return [_run(*row) for row in self.rows(_RUNS, (dag_id, self._when(since)))]
+
+    def task_instances(
+        self, dag_id: str, run_id: str, updated_since: datetime | None = None
+    ) -> list[TaskProgress]:
+        sql, params = _TIS, [dag_id, run_id]
+        if updated_since is not None:
+            sql += " AND updated_at >= {p}"
+            params.append(self._when(updated_since))
+        return [
+            TaskProgress(str(task), state, parse_timestamp(start), int(index))
+            for task, state, start, index in self.rows(sql, params)
+        ]
+
+    def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
+        found = self.rows(_GRAPH, (dag_id,))
+        if not found:
+            raise ValueError(f"DAG {dag_id!r} has no serialized_dag row: is it parsed?")
+        data, compressed = found[0]
+        return graph_from_serialized(data, compressed)
+
+    def durations(
+        self, dag_id: str, per_task: int, ended_since: datetime | None = None
+    ) -> dict[str, tuple[float, ...]]:
+        found: dict[str, list[float]] = {}
+        if ended_since is None:
+            sql, params = _DURATIONS.replace("{ended}", ""), [dag_id, per_task]
+        else:
+            sql = _DURATIONS.replace("{ended}", " AND end_date >= {p}")
+            params = [dag_id, self._when(ended_since), per_task]
+        for task, duration in self.rows(sql, params):
+            _keep(found, str(task), duration, per_task)
+        return {task: tuple(d) for task, d in found.items()}
+
+    def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
+        out = []
+        for dag, run, at, name, after in self.rows(_AIRFLOW_DEADLINES, (self._when(since),)):
+            when, due = parse_timestamp(at), parse_timestamp(after)
+            if when is not None and due is not None:
+                out.append(AirflowDeadline(str(dag), str(run), when, name, due))
+        return out

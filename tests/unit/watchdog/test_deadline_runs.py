@@ -1,0 +1,113 @@
+"""The run reader: cached dependencies and durations, task instances read incrementally, errors per DAG."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow_crashsafe.watchdog.forecast import TaskProgress
+from airflow_crashsafe.watchdog.runs import AirflowDeadline, RunReader, RunView
+
+T0 = datetime(2026, 1, 15, 3, 0, tzinfo=timezone.utc)
+
+
+class Recorder:
+    """A fetcher that records what it was asked and answers from ``tis`` / ``runs_state``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.tis = {"a": TaskProgress("a", "running", T0), "b": TaskProgress("b", None)}
+        self.changed: set[str] = set()
+        self.run_state = "running"
+        self.fail_dag: str | None = None
+
+    def runs(self, dag_id: str, since: datetime) -> list[RunView]:
+        if dag_id == self.fail_dag:
+            raise ValueError("GET /api/v2/dags/x/dagRuns answered HTTP 503")
+        return [RunView("r1", "scheduled", self.run_state, T0 - timedelta(hours=1))]
+
+    def task_instances(
+        self, dag_id: str, run_id: str, updated_since: datetime | None = None
+    ) -> list[TaskProgress]:
+        self.calls.append(("tis", updated_since))
+        if updated_since is None:
+            return list(self.tis.values())
+        return [self.tis[t] for t in self.changed]
+
+    def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
+        self.calls.append(("graph", dag_id))
+        return {"a": ("b",), "b": ()}
+
+    def durations(
+        self, dag_id: str, per_task: int, ended_since: datetime | None = None
+    ) -> dict[str, tuple[float, ...]]:
+        self.calls.append(("durations", ended_since))
+        return {"a": (60.0,)} if ended_since is None else {"a": (90.0,), "b": (30.0,)}
+
+    def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
+        return [AirflowDeadline("theirs", "r1", T0 + timedelta(hours=1), "sla", T0 - timedelta(hours=1))]
+
+
+def test_task_instances_are_read_in_full_then_only_changes() -> None:
+    """The first poll reads every task instance; later polls only those updated since (minus a minute)."""
+    fetch, reader = Recorder(), RunReader(lambda now: {"d": now - timedelta(days=1)}, refresh=600)
+    reader.read(fetch, T0)
+    fetch.tis["b"] = TaskProgress("b", "running", T0 + timedelta(seconds=10))
+    fetch.changed = {"b"}
+    view = reader.read(fetch, T0 + timedelta(seconds=10))["d"]
+    assert [c for c in fetch.calls if c[0] == "tis"] == [("tis", None), ("tis", T0 - timedelta(seconds=60))]
+    assert {t.task_id: t.state for t in view.runs[0].tasks} == {"a": "running", "b": "running"}
+    assert [c[0] for c in fetch.calls].count("graph") == 1  # dependencies and durations cached
+
+
+def test_refresh_rereads_everything() -> None:
+    """After ``refresh`` seconds dependencies, durations and task instances are read in full again."""
+    fetch, reader = Recorder(), RunReader(lambda now: {"d": now}, refresh=60)
+    reader.read(fetch, T0)
+    reader.read(fetch, T0 + timedelta(seconds=61))
+    assert [c for c in fetch.calls if c[0] in ("tis", "graph")] == [
+        ("graph", "d"),
+        ("tis", None),
+        ("graph", "d"),
+        ("tis", None),
+    ]
+
+
+def test_finished_run_needs_no_task_instances_and_refreshes_durations() -> None:
+    """A run that succeeded is not read task by task, and its success re-reads the durations."""
+    fetch, reader = Recorder(), RunReader(lambda now: {"d": now}, refresh=600)
+    reader.read(fetch, T0)
+    fetch.run_state = "success"
+    view = reader.read(fetch, T0 + timedelta(seconds=10))["d"]
+    assert view.runs[0].tasks == ()
+    assert [c for c in fetch.calls if c[0] == "durations"] == [("durations", None), ("durations", T0)]
+    assert view.durations == {"a": (90.0, 60.0), "b": (30.0,)}  # only the new successes were read
+
+
+def test_one_dag_failing_leaves_the_others_and_airflow_deadlines_add_their_dags() -> None:
+    """A DAG that cannot be read carries its error; Airflow's own deadlines bring their DAGs in."""
+    fetch = Recorder()
+    fetch.fail_dag = "broken"
+    reader = RunReader(lambda now: {"d": now, "broken": now}, airflow_deadlines=True)
+    views = reader.read(fetch, T0)
+    assert views["broken"].error is not None
+    assert "503" in views["broken"].error
+    assert views["d"].error is None
+    assert views["d"].airflow_deadlines == ()
+    theirs = views["theirs"].airflow_deadlines
+    assert theirs is not None
+    assert [row.name for row in theirs] == ["sla"]
+
+
+def test_unreadable_dependencies_cost_the_forecast_not_the_runs() -> None:
+    """A DAG whose dependencies cannot be read still reports its runs, so a missed deadline pages."""
+    fetch = Recorder()
+
+    def no_graph(dag_id: str) -> dict[str, tuple[str, ...]]:
+        raise ValueError(f"DAG {dag_id!r} has no serialized_dag row: is it parsed?")
+
+    fetch.downstream = no_graph  # type: ignore[method-assign]
+    view = RunReader(lambda now: {"d": now}).read(fetch, T0)["d"]
+    assert view.error is None
+    assert [run.run_id for run in view.runs] == ["r1"]
+    assert view.forecast_error is not None
+    assert "serialized_dag" in view.forecast_error
