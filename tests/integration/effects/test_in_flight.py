@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from airflow_crashsafe.effects import effect
+from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.errors import OutcomeUnknown
 from airflow_crashsafe.store.store import Store
-from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.testing import KeyHonouringVendor, NaiveVendor, fake_context
 from tests.integration.effects.test_http_operator import ctx, push
 
