@@ -84,6 +84,8 @@ _BEARER = re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 _PAIR = re.compile(r"""(?P<key>[A-Za-z_][\w.-]*)(?P<sep>["']?\s*[:=]\s*["']?)(?P<value>[^\s"'&,;)}\]]+)""")
 _URL_QUERY = re.compile(r"(?P<base>\b[a-z][a-z0-9+.-]*://[^\s?#\"'<>]+)\?[^\s#\"'<>]*", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*):[^\s@/\"'<>]+@", re.IGNORECASE)
+#: Text without these cannot hold a pair, a URL credential or a Bearer token.
+_SUSPECT = re.compile(r"[=:@?]|bearer|basic", re.IGNORECASE)
 _FORM_KEY = re.compile(r"^[\w.\-\[\]]+$")
 
 
@@ -108,6 +110,13 @@ def sensitive_fields() -> frozenset[str]:
 
 def _normalise(name: str) -> str:
     return _NON_WORD.sub("_", name.strip().lower())
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_secret(name: str) -> bool:
+    """True when ``name`` contains a sensitive field name or matches the pattern (cached: hot path)."""
+    key = _normalise(name)
+    return SECRET_KEY_PATTERN.search(key) is not None or any(s in key for s in sensitive_fields())
 
 
 def body_fingerprint(body: str | bytes) -> dict[str, Any]:
@@ -136,10 +145,7 @@ class RedactionPolicy:
 
     def is_secret_key(self, name: object) -> bool:
         """True when a value under ``name`` must be masked."""
-        key = _normalise(str(name))
-        if key in self.fields or SECRET_KEY_PATTERN.search(key):
-            return True
-        return any(s in key for s in sensitive_fields())
+        return _names_secret(str(name)) or (bool(self.fields) and _normalise(str(name)) in self.fields)
 
     def knowing(self, *values: Any) -> RedactionPolicy:
         """This policy, also scrubbing every secret found in ``values`` (strings, or JSON-like)."""
@@ -166,6 +172,8 @@ class RedactionPolicy:
 
     def value(self, value: Any, _depth: int = 0) -> Any:
         """A JSON-like copy of ``value``: secret keys masked at any depth, strings scrubbed."""
+        if value is None or type(value) in (int, float, bool):
+            return value
         if _depth > 20:
             return MASK
         if isinstance(value, Mapping):
@@ -187,6 +195,9 @@ class RedactionPolicy:
         """``text`` with credentials, secret ``name=value`` pairs and known secrets masked, cut."""
         for known in sorted(self.known_secrets, key=len, reverse=True):
             text = text.replace(known, MASK)
+        if _SUSPECT.search(text) is None:  # the common case: a plain value, nothing to pair
+            text = _airflow_masked(text)
+            return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
         text = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}:{MASK}@", text)
         text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{MASK}", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)

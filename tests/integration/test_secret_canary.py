@@ -11,6 +11,7 @@ route are grepped for it.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -168,14 +169,17 @@ def ui_dump(store: Store) -> str:
     """Every page and JSON route of the UI, for a user who may read the DAG."""
     harness = UiHarness(store)
     harness.allowed = {DAG}
-    # One event loop for every request, so its worker threads (each with its own store
-    # connection) live until the client closes, and the store closes their connections.
+    # One event loop for every request: its worker threads each open a store connection, which
+    # the store closes once their thread has ended (awaited here, not left to a later test's GC).
     with harness.client:
         responses = [harness.get(path) for path in UI_PATHS]
         responses += [
             harness.get(path, dag_id=DAG, task_id="json_body", map_index=-1)
             for path in ("/api/timeline", "/timeline")
         ]
+    for thread in threading.enumerate():
+        if thread.name.startswith(("AnyIO worker", "asyncio-portal")):
+            thread.join(10)
     assert all(r.status_code in (200, 404) for r in responses), [r.status_code for r in responses]
     return "\n".join(r.text for r in responses)
 
