@@ -37,6 +37,7 @@ from airflow_crashsafe.errors import (
 from airflow_crashsafe.redaction import RedactionPolicy, body_fields, query_params
 
 if TYPE_CHECKING:
+    import jinja2
     import requests
     from airflow.sdk import Context
 
@@ -133,6 +134,16 @@ class IdempotentHttpOperator(BaseOperator):
             raise ConfigurationError(f"{self.task_id}: pass json= or data=, not both.")
         if self.max_sends < 1:
             raise ConfigurationError(f"{self.task_id}: max_sends must be at least 1.")
+
+    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
+        """Render, then register the rendered secrets with Airflow's masker.
+
+        Airflow stores the rendered fields (the "Rendered Template" view) right after this, before
+        ``execute``: a credential in the endpoint's query string or in a form body must already be
+        known to its masker then.
+        """
+        super().render_template_fields(context, jinja_env)
+        self._redaction()
 
     def _redaction(self) -> RedactionPolicy:
         """The call's policy, knowing its secrets: the values of secret-named headers, fields, parameters."""

@@ -60,3 +60,25 @@ def test_the_operator_refuses_a_contradiction_when_the_dag_is_parsed() -> None:
     default = IdempotentHttpOperator(task_id="pay", http_conn_id="v", endpoint="/p")
     assert default.on_unknown_outcome is None
     assert default.target_honours_keys is None
+
+
+def test_rendered_secrets_are_registered_before_airflow_stores_the_rendered_fields() -> None:
+    """A templated endpoint's api_key is known to Airflow's masker as soon as the fields are rendered."""
+    from airflow.sdk._shared.secrets_masker import redact, reset_secrets_masker
+
+    reset_secrets_masker()
+    try:
+        operator = IdempotentHttpOperator(
+            task_id="pay",
+            http_conn_id="v",
+            endpoint="/pay?api_key={{ params.key }}&day={{ ds }}",
+            data="grant_type=x&client_secret={{ params.key }}",
+            params={"key": "rendered-s3cret"},
+        )
+        operator.render_template_fields({"ds": "2026-11-29", "params": {"key": "rendered-s3cret"}})
+        assert operator.endpoint == "/pay?api_key=rendered-s3cret&day=2026-11-29"
+        assert "rendered-s3cret" not in str(redact(operator.endpoint, "endpoint"))
+        assert "rendered-s3cret" not in str(redact(operator.data, "data"))
+        assert "2026-11-29" in str(redact(operator.endpoint, "endpoint"))  # not a secret: kept
+    finally:
+        reset_secrets_masker()
