@@ -39,6 +39,7 @@ __all__ = [
     "RedactionPolicy",
     "body_fields",
     "body_fingerprint",
+    "mask_in_task_log",
     "query_params",
 ]
 
@@ -312,6 +313,17 @@ def _parse_form(text: str) -> dict[str, Any] | None:
     if not pairs or not all(_FORM_KEY.match(k) for k, _ in pairs):
         return None
     return _form_pairs(pairs)
+
+
+def mask_in_task_log(secrets: Iterable[str]) -> None:
+    """Register ``secrets`` with Airflow's masker, which filters every line of the task log."""
+    secrets = list(secrets)
+    if not secrets:
+        return
+    from airflow.sdk.log import mask_secret
+
+    for secret in secrets:
+        mask_secret(secret)
 
 
 def _airflow_masked(text: str) -> str:

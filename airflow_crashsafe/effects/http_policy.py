@@ -19,6 +19,7 @@ from typing import Literal
 from airflow_crashsafe.errors import ConfigurationError
 
 __all__ = [
+    "DECLARE_HINT",
     "HONOURS_KEYS_EXTRA",
     "MAX_BACKOFF_SECONDS",
     "Answer",
@@ -33,6 +34,11 @@ UnknownOutcomePolicy = Literal["resend", "fail"]
 MAX_BACKOFF_SECONDS = 30.0
 #: The HTTP connection's extra that declares whether its target honours idempotency keys.
 HONOURS_KEYS_EXTRA = "crashsafe_honours_idempotency_keys"
+#: What the log and the errors say when nobody declared it.
+DECLARE_HINT = (
+    "If the target honours idempotency keys, declare it: target_honours_keys=True, or the HTTP "
+    f'connection\'s extra {{"{HONOURS_KEYS_EXTRA}": true}}; if it does not, target_honours_keys=False.'
+)
 
 
 def classify(status: int) -> Answer:

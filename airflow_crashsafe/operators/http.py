@@ -22,6 +22,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
 from airflow_crashsafe.effects.http_policy import (
+    DECLARE_HINT,
     HONOURS_KEYS_EXTRA,
     MAX_BACKOFF_SECONDS,
     backoff_seconds,
@@ -34,7 +35,7 @@ from airflow_crashsafe.errors import (
     IdempotencyConflict,
     OutcomeUnknown,
 )
-from airflow_crashsafe.redaction import RedactionPolicy, body_fields, query_params
+from airflow_crashsafe.redaction import RedactionPolicy, body_fields, mask_in_task_log, query_params
 
 if TYPE_CHECKING:
     import jinja2
@@ -151,7 +152,7 @@ class IdempotentHttpOperator(BaseOperator):
         policy = policy.knowing(
             dict(self.headers or {}), query_params(self.endpoint), self.json, body_fields(self.data)
         )
-        _mask_in_task_log(policy.known_secrets)
+        mask_in_task_log(policy.known_secrets)
         return policy
 
     def _request_record(self, policy: RedactionPolicy) -> dict[str, Any]:
@@ -179,13 +180,14 @@ class IdempotentHttpOperator(BaseOperator):
             declared=self.target_honours_keys,
             connection=honours,
         )
-        if self.on_unknown_outcome is None and self.target_honours_keys is None and honours is None:
+        undeclared = self.on_unknown_outcome is None and self.target_honours_keys is None and honours is None
+        if undeclared:
             self.log.info(
                 "Nobody declared whether %s honours %s, so an unknown outcome stops the task "
                 "instead of re-sending. %s",
                 self.http_conn_id,
                 self.key_header,
-                _DECLARE,
+                DECLARE_HINT,
             )
         try:
             call = begin_call(
@@ -201,8 +203,8 @@ class IdempotentHttpOperator(BaseOperator):
                 redaction=policy,
             )
         except OutcomeUnknown as exc:
-            if self.on_unknown_outcome is None and self.target_honours_keys is None and honours is None:
-                raise OutcomeUnknown(f"{exc} {_DECLARE}") from None
+            if undeclared:
+                raise OutcomeUnknown(f"{exc} {DECLARE_HINT}") from None
             raise
         if call.action == "replay":
             self.log.info(
@@ -288,7 +290,7 @@ class IdempotentHttpOperator(BaseOperator):
                 f"{call.target!r} gave no final answer after {sends} request(s) (last: {last_error}); "
                 f"key {call.key}. The target may have acted: a retry re-sends with the same key "
                 f"only to a target that honours keys (now on_unknown_outcome={on_unknown!r}). "
-                + ("" if on_unknown == "resend" else _DECLARE),
+                + ("" if on_unknown == "resend" else DECLARE_HINT),
                 status=status,
                 outcome_unknown=True,
             )
@@ -313,22 +315,6 @@ class IdempotentHttpOperator(BaseOperator):
         result = {"status": response.status_code, "key": call.key, "body": call.redaction.response(body)}
         finish_call(call, state="succeeded", response_status=response.status_code, result=result)
         return jsonlib.loads(jsonlib.dumps(result, default=str))
-
-
-_DECLARE = (
-    "If the target honours idempotency keys, declare it: target_honours_keys=True, or the HTTP "
-    f'connection\'s extra {{"{HONOURS_KEYS_EXTRA}": true}}; if it does not, target_honours_keys=False.'
-)
-
-
-def _mask_in_task_log(secrets: frozenset[str]) -> None:
-    """Register the call's secrets with Airflow's masker, so no task-log line shows them."""
-    if not secrets:
-        return
-    from airflow.sdk.log import mask_secret
-
-    for secret in secrets:
-        mask_secret(secret)
 
 
 def _refused(exc: BaseException) -> bool:

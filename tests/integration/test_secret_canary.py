@@ -207,7 +207,7 @@ def test_canary_appears_nowhere(
     """Store tables, task log, XCom, ledger show and every UI response hold no trace of the canary."""
     # Airflow's own masker would hide registered secrets in the log: switch it off, so that what
     # is proven here is crashsafe's redaction, not the masker's.
-    monkeypatch.setattr(http, "_mask_in_task_log", lambda secrets: None)
+    monkeypatch.setattr(http, "mask_in_task_log", lambda secrets: None)
     caplog.set_level(logging.INFO)
     returned = send_everything(vendor)
     task_log = capfd.readouterr().out + caplog.text
