@@ -167,7 +167,9 @@ class RedactionPolicy:
             return {s for v in value for s in self._secrets_in(v, secret=secret)}
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
-        return {value} if secret and isinstance(value, str) and value else set()
+        if not (secret and isinstance(value, str) and value):
+            return set()
+        return {value, value.split()[-1]} if " " in value.strip() else {value}  # "Bearer X": X too
 
     # -- JSON-like values ---------------------------------------------------------------------
 

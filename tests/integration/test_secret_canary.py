@@ -56,7 +56,13 @@ def vendor_reply(request: Received) -> Reply:
         return Reply(200, f"access_token={CANARY}&refresh_token={CANARY}&expires_in=3600")
     return Reply(
         201,
-        {"id": "tok_1", "refresh_token": CANARY, "x-api-key": CANARY, "nested": [{"client_secret": CANARY}]},
+        {
+            "id": "tok_1",
+            "refresh_token": CANARY,
+            "x-api-key": CANARY,
+            "nested": [{"client_secret": CANARY}],
+            "echo": f"you sent {CANARY}",  # under no secret name: known from the request
+        },
         headers={"X-Api-Key": CANARY, "Set-Cookie": f"session={CANARY}"},
     )
 

@@ -157,3 +157,9 @@ def test_the_copy_of_the_sensitive_names_matches_airflows() -> None:
     from airflow_crashsafe.redaction import SENSITIVE_FIELDS
 
     assert DEFAULT_SENSITIVE_FIELDS <= SENSITIVE_FIELDS
+
+
+def test_a_credential_after_its_scheme_is_known_on_its_own() -> None:
+    """An Authorization header's token is scrubbed from text even when quoted without 'Bearer'."""
+    policy = DEFAULT_POLICY.knowing({"Authorization": f"Bearer {SECRET}"})
+    assert policy.text(f"token {SECRET} expired") == f"token {MASK} expired"
