@@ -71,7 +71,7 @@ with DAG(
         endpoint="/v1/payouts",
         json={"day": "{{ ds }}", "amount_cents": 125_000},
         target="vendor-payout",
-        on_unknown_outcome="resend",  # this vendor honours Idempotency-Key
+        target_honours_keys=True,  # this vendor honours Idempotency-Key: a retry may re-send
     )
 
     @task

@@ -16,11 +16,12 @@ the old attempt is still working. Here that costs time, not correctness:
 - ``revenue_total`` MERGEs the day's total on ``day``: one row, the exact figure;
 - ``push_payment_<vendor>_<payment>`` (``IdempotentHttpOperator``) POSTs a payment instruction
   while the loads run, under an idempotency key derived from the slot and recorded in the ledger
-  before it leaves. To the ``keyed`` vendor, which honours keys, the reset attempt re-sends with
-  the same key (``on_unknown_outcome="resend"``) and the vendor books once. To the ``naive``
-  vendor, which books whatever it gets, the reset attempt does not send at all
-  (``on_unknown_outcome="fail"``, ``max_sends=1``): the task stops with ``OutcomeUnknown`` for a
-  person to check with the vendor and ``airflow-crashsafe ledger resolve`` — so the DAG run ends
+  before it leaves. Each push declares whether its vendor honours keys (``target_honours_keys``).
+  To the ``keyed`` vendor, which does, the reset attempt re-sends with the same key and the vendor
+  books once. To the ``naive`` vendor, which books whatever it gets, the reset attempt does not
+  send at all (``target_honours_keys=False``, ``max_sends=1``): the task stops with
+  ``OutcomeUnknown`` for a person to check with the vendor and ``airflow-crashsafe ledger
+  resolve`` — so the DAG run ends
   ``failed``, with the payment made once, rather than ``success`` with a double payment.
 
 The long statement is simulated by ``long_work()`` in the source query, a server-side sleep of up
@@ -51,8 +52,8 @@ CONN_ID = "crashsafe_warehouse"
 REGIONS = [f"r{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_REGIONS", "8")) + 1)]
 ORDERS_PER_REGION = 40
 PAYMENTS = [f"p{i:02d}" for i in range(1, int(os.environ.get("CRASHSAFE_DRILL_PAYMENTS", "2")) + 1)]
-#: vendor -> (HTTP connection, what to do when an earlier attempt's outcome is unknown)
-VENDORS = {"naive": ("crashsafe_vendor_naive", "fail"), "keyed": ("crashsafe_vendor_keyed", "resend")}
+#: vendor -> (HTTP connection, whether the vendor honours idempotency keys)
+VENDORS = {"naive": ("crashsafe_vendor_naive", False), "keyed": ("crashsafe_vendor_keyed", True)}
 
 # Idempotent DDL and seed: a plain operator is safe here, running it twice changes nothing.
 SETUP = [
@@ -170,7 +171,7 @@ with DAG(
             ),
         ]
         setup >> loads >> total
-    for vendor, (http_conn_id, on_unknown) in VENDORS.items():
+    for vendor, (http_conn_id, honours_keys) in VENDORS.items():
         for payment in PAYMENTS:
             IdempotentHttpOperator(
                 task_id=f"push_payment_{vendor}_{payment}",
@@ -182,10 +183,11 @@ with DAG(
                     "day": "{{ ds }}",
                     "amount": 125.5,
                 },
-                on_unknown_outcome=on_unknown,
+                # After an unknown outcome: re-send with the same key, or stop for a person.
+                target_honours_keys=honours_keys,
                 # A target that does not honour keys must never get a second request, not even a
                 # retry after a timeout inside one attempt.
-                max_sends=1 if on_unknown == "fail" else 5,
+                max_sends=5 if honours_keys else 1,
                 timeout=900,
                 in_progress_wait=900,
                 backoff_base=0.1,

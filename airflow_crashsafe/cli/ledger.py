@@ -1,13 +1,19 @@
-"""``airflow-crashsafe ledger show|prune|resolve``: read and tend the idempotency ledger."""
+"""``airflow-crashsafe ledger show|prune|resolve``: read and tend the idempotency ledger.
+
+``show`` passes every entry through the redaction policy (:mod:`airflow_crashsafe.redaction`):
+rows written before it, or by an older version, may hold what it would have masked.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from airflow_crashsafe import config
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.redaction import DEFAULT_POLICY
 from airflow_crashsafe.store import ledger, open_store
 from airflow_crashsafe.store.ledger import LedgerEntry
 
@@ -33,13 +39,22 @@ def _show(args: argparse.Namespace) -> int:
     if args.key and not entries:
         raise ConfigurationError(f"No ledger entry has key {args.key}.")
     if args.json:
-        print(json.dumps([entry.__dict__ for entry in entries], indent=2, default=str))
+        print(json.dumps([_shown(entry) for entry in entries], indent=2, default=str))
     elif args.key:
-        for field, value in entries[0].__dict__.items():
+        for field, value in _shown(entries[0]).items():
             print(f"{field:>16}  {value}")
     else:
         print(_table(entries))
     return 0
+
+
+def _shown(entry: LedgerEntry) -> dict[str, Any]:
+    """An entry's fields, its request, result and error redacted."""
+    shown = dict(entry.__dict__)
+    shown["request"] = DEFAULT_POLICY.request_record(entry.request)
+    shown["result"] = DEFAULT_POLICY.value(entry.result)
+    shown["error"] = None if entry.error is None else DEFAULT_POLICY.text(entry.error)
+    return shown
 
 
 def _table(entries: list[LedgerEntry]) -> str:

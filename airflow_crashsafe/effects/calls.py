@@ -7,6 +7,13 @@ send (a resend the user allowed), replay a recorded success, refuse (conflicting
 unknown outcome the user does not want re-sent), or first await an older attempt whose call is
 still in flight and adopt its result (:mod:`airflow_crashsafe.effects.in_flight`).
 ``record_send`` and ``finish_call`` keep the record true as the call proceeds.
+
+Nothing reaches the ledger unredacted: the request, the result and the error text all pass through
+the call's :class:`~airflow_crashsafe.redaction.RedactionPolicy`. The payload fingerprint is taken
+over the redacted request, so two calls that differ only in a secret are the same call: a
+credential is not the payload (a retry after a token was rotated is a retry, not a conflict), and a
+stored hash of a secret could be guessed offline. Values the policy cannot classify (a raw text
+body, query parameters) still count, through their digest.
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_crashsafe import config
+from airflow_crashsafe.effects.http_policy import UnknownOutcomePolicy
 from airflow_crashsafe.effects.in_flight import InFlightWait
 from airflow_crashsafe.effects.keys import derive_key
 from airflow_crashsafe.errors import ConfigurationError, FencedOut, IdempotencyConflict, OutcomeUnknown
 from airflow_crashsafe.identity import Attempt, Slot, attempt_from_context, current_context, slot_from_context
+from airflow_crashsafe.redaction import DEFAULT_POLICY, RedactionPolicy
 from airflow_crashsafe.store import fences
 from airflow_crashsafe.store import ledger as ledger_sql
 from airflow_crashsafe.store.ledger import LedgerEntry
@@ -40,12 +49,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-UnknownOutcomePolicy = Literal["resend", "fail"]
 _FENCE_PREFIX = "ledger:"  # keeps call fences apart from SQL write fences in a shared database
 
 
 def fingerprint(request: Mapping[str, Any]) -> str:
-    """A stable hash of what is sent (secrets already removed), to tell a retry from a new payload."""
+    """A stable hash of the redacted request, to tell a retry from a new payload (see above)."""
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -71,6 +79,7 @@ class Call(_Subject):
     resend_of: LedgerEntry | None = None  # the earlier attempt whose outcome was unknown
     first_send_counted: bool = False  # the claim already counted the first send
     adopted_from: LedgerEntry | None = None  # set when the replayed success was awaited in flight
+    redaction: RedactionPolicy = DEFAULT_POLICY  # applied to the result and error it records
 
     @property
     def replayed_result(self) -> Any:
@@ -96,12 +105,15 @@ def begin_call(
     store: Store | None = None,
     in_flight_wait: float | None = None,
     holder_lease: float | None = None,
+    redaction: RedactionPolicy | None = None,
 ) -> Call:
     """Decide, durably and before anything is sent, what this attempt does about the call.
 
     ``in_flight_wait`` (default ``[crashsafe] in_flight_wait_seconds``) bounds how long an older
     attempt's call still in flight is awaited; ``holder_lease`` is how long such a holder on another
-    host counts as alive after its last send (default: ``in_flight_wait``).
+    host counts as alive after its last send (default: ``in_flight_wait``). ``redaction`` (default:
+    the standard policy) masks the request before it is stored, and the result and error later; it
+    also learns the request's secrets, to scrub them from any text.
     """
     if on_unknown_outcome not in ("resend", "fail"):
         raise ConfigurationError(
@@ -112,6 +124,8 @@ def begin_call(
     attempt = attempt_from_context(ctx)
     key = derive_key(slot, target, version)
     store = store or open_store()
+    policy = (redaction or DEFAULT_POLICY).knowing(request)
+    request = policy.value(request)
     request_fingerprint = fingerprint(request)
     # The common case, a key never seen, in one round trip: token issued and intent recorded.
     issue, fresh = ledger_sql.claim_new(
@@ -128,12 +142,25 @@ def begin_call(
     if issue.newer is not None:
         raise _stale(slot, target, attempt, f"try {issue.newer.issued_try} (ti {issue.newer.issued_ti_id})")
     if fresh is not None:
-        return Call(key, slot, target, attempt, issue.token, store, "send", fresh, first_send_counted=True)
+        return Call(
+            key,
+            slot,
+            target,
+            attempt,
+            issue.token,
+            store,
+            "send",
+            fresh,
+            first_send_counted=True,
+            redaction=policy,
+        )
     budget = config.in_flight_wait_seconds() if in_flight_wait is None else in_flight_wait
     waiter = InFlightWait(
         store, key, attempt, budget=budget, lease=budget if holder_lease is None else holder_lease
     )
-    ask = _Ask(key, slot, target, attempt, issue.token, store, version, dict(request), request_fingerprint)
+    ask = _Ask(
+        key, slot, target, attempt, issue.token, store, version, dict(request), request_fingerprint, policy
+    )
     while True:
         decided = _decide_locked(ask, on_unknown_outcome, waiter)
         if isinstance(decided, Call):
@@ -148,6 +175,7 @@ class _Ask(_Subject):
     version: int
     request: dict[str, Any]
     fingerprint: str
+    redaction: RedactionPolicy
 
 
 def _decide_locked(ask: _Ask, policy: UnknownOutcomePolicy, waiter: InFlightWait) -> Call | LedgerEntry:
@@ -180,7 +208,7 @@ def _decide_locked(ask: _Ask, policy: UnknownOutcomePolicy, waiter: InFlightWait
                 f"{entry.describe_attempt()} with a different payload. Nothing was sent. If the "
                 "change is deliberate, bump version= to send it under a new key."
             )
-        call = Call(key, slot, target, attempt, ask.token, ask.store, "send", entry)
+        call = Call(key, slot, target, attempt, ask.token, ask.store, "send", entry, redaction=ask.redaction)
         if entry.state == "succeeded":
             ledger_sql.mark_replayed(db, key)
             call.action = "replay"
@@ -286,11 +314,16 @@ def finish_call(
     result: Any = None,
     error: str | None = None,
 ) -> None:
-    """Record what the call came to; a success also commits the slot's fence for this attempt."""
+    """Record what the call came to (redacted); a success also commits the slot's fence for this attempt."""
     fence = None
     if state == "succeeded" and call.token is not None:
         fence = fences.commit_statement(call.slot, _FENCE_PREFIX + call.target, call.attempt, call.token)
-    outcome = {"state": state, "response_status": response_status, "result": result, "error": error}
+    outcome = {
+        "state": state,
+        "response_status": response_status,
+        "result": call.redaction.value(result),
+        "error": None if error is None else call.redaction.text(error),
+    }
     db = call.store.connection()
     if db.dialect.is_postgres:  # one statement: the outcome and the fence commit together
         ledger_sql.record_outcome_and_commit(db, call.key, fence=fence, **outcome)

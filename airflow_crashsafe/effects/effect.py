@@ -104,7 +104,8 @@ def effect(
         yield handle
     except BaseException as exc:
         if handle.pending:
-            finish_call(call, state="unknown", error=f"{type(exc).__name__}: {exc}"[:2000])
+            # Redacted (and cut) by finish_call: an exception text may quote a secret.
+            finish_call(call, state="unknown", error=f"{type(exc).__name__}: {exc}")
         raise
     if handle.pending:
         # The block chose not to act (or forgot done()): nothing is known to have happened.

@@ -3,6 +3,12 @@
 Intent is recorded in the crashsafe ledger before the request leaves and the outcome after; the
 request carries an idempotency key derived from the slot and target, the same in every attempt.
 A retry of a recorded success sends nothing and returns the recorded result.
+
+Nothing secret is stored, logged or returned: the endpoint's query string, secret-named body and
+response fields, and text bodies pass through one :class:`~airflow_crashsafe.redaction.RedactionPolicy`.
+Whether a retry may re-send after an unknown outcome is for the user to declare
+(``target_honours_keys=`` or the connection's extra ``crashsafe_honours_idempotency_keys``); an
+undeclared target is never re-sent to.
 """
 
 from __future__ import annotations
@@ -15,16 +21,28 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
-from airflow_crashsafe.effects.http_policy import MAX_BACKOFF_SECONDS, backoff_seconds, classify, redact
-from airflow_crashsafe.errors import ConfigurationError, ExternalCallFailed, IdempotencyConflict
+from airflow_crashsafe.effects.http_policy import (
+    DECLARE_HINT,
+    HONOURS_KEYS_EXTRA,
+    MAX_BACKOFF_SECONDS,
+    backoff_seconds,
+    classify,
+    unknown_outcome_policy,
+)
+from airflow_crashsafe.errors import (
+    ConfigurationError,
+    ExternalCallFailed,
+    IdempotencyConflict,
+    OutcomeUnknown,
+)
+from airflow_crashsafe.redaction import RedactionPolicy, body_fields, mask_in_task_log, query_params
 
 if TYPE_CHECKING:
+    import jinja2
     import requests
     from airflow.sdk import Context
 
 __all__ = ["IdempotentHttpOperator"]
-
-_ALWAYS_REDACTED = frozenset({"authorization", "password", "api_key", "apikey", "token", "secret"})
 
 
 class IdempotentHttpOperator(BaseOperator):
@@ -33,14 +51,22 @@ class IdempotentHttpOperator(BaseOperator):
     :param http_conn_id: Airflow HTTP connection (base URL and auth).
     :param endpoint: path appended to the connection's base URL.
     :param method: HTTP method.
-    :param json: JSON body. :param data: form or raw body (use one of the two).
+    :param json: JSON body. :param data: form or raw body (use one of the two); a text body that
+        is neither JSON nor a form is stored only as its SHA-256 and length.
     :param headers: extra headers (never stored or logged).
     :param target: what is called, for the key; defaults to the task id.
     :param key_header: header carrying the idempotency key.
-    :param on_unknown_outcome: when an earlier attempt may have sent the call: ``"resend"`` with
-        the same key (the target honours keys) or ``"fail"`` without sending.
+    :param target_honours_keys: whether the target honours the key header (a repeat with the same
+        key does not act twice). ``True``: after an unknown outcome a retry re-sends with the same
+        key; ``False``: it stops with ``OutcomeUnknown``. Default: the HTTP connection's extra
+        ``crashsafe_honours_idempotency_keys``, and when that is absent too, ``False``.
+    :param on_unknown_outcome: explicit override, ``"resend"`` or ``"fail"``; ``"resend"`` with a
+        target declared not to honour keys is a configuration error.
     :param response_check: ``callable(response) -> bool``; False fails the call for good.
-    :param redact_fields: body fields never written to the store, logs or XCom.
+    :param redact_fields: body and response fields never written to the store, logs or XCom, on
+        top of every field whose name looks secret (see :mod:`airflow_crashsafe.redaction`).
+    :param safe_query_params: query parameters of ``endpoint`` kept in the ledger and the log; the
+        rest of the query string is stripped (the request still carries it).
     :param version: bump to send again on purpose under a new key.
     :param max_sends: requests at most per attempt on 5xx / timeouts / connection errors.
     :param in_progress_wait: seconds to keep asking while the target answers 409.
@@ -64,9 +90,11 @@ class IdempotentHttpOperator(BaseOperator):
         headers: Mapping[str, str] | None = None,
         target: str | None = None,
         key_header: str = "Idempotency-Key",
-        on_unknown_outcome: UnknownOutcomePolicy = "resend",
+        target_honours_keys: bool | None = None,
+        on_unknown_outcome: UnknownOutcomePolicy | None = None,
         response_check: Callable[[requests.Response], bool] | None = None,
         redact_fields: Sequence[str] = (),
+        safe_query_params: Sequence[str] = (),
         version: int = 1,
         max_sends: int = 5,
         in_progress_wait: float = 60.0,
@@ -85,9 +113,15 @@ class IdempotentHttpOperator(BaseOperator):
         self.headers = headers
         self.target = target
         self.key_header = key_header
+        self.target_honours_keys = target_honours_keys
         self.on_unknown_outcome = on_unknown_outcome
+        # A contradiction in the DAG file fails at parse time; one with the connection, at run time.
+        unknown_outcome_policy(
+            self.task_id, explicit=on_unknown_outcome, declared=target_honours_keys, connection=None
+        )
         self.response_check = response_check
         self.redact_fields = tuple(redact_fields)
+        self.safe_query_params = tuple(safe_query_params)
         self.version = version
         self.max_sends = max_sends
         self.in_progress_wait = in_progress_wait
@@ -102,46 +136,94 @@ class IdempotentHttpOperator(BaseOperator):
         if self.max_sends < 1:
             raise ConfigurationError(f"{self.task_id}: max_sends must be at least 1.")
 
-    def _request_record(self, fields: frozenset[str]) -> dict[str, Any]:
-        return {
+    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
+        """Render, then register the rendered secrets with Airflow's masker.
+
+        Airflow stores the rendered fields (the "Rendered Template" view) right after this, before
+        ``execute``: a credential in the endpoint's query string or in a form body must already be
+        known to its masker then.
+        """
+        super().render_template_fields(context, jinja_env)
+        self._redaction()
+
+    def _redaction(self) -> RedactionPolicy:
+        """The call's policy, knowing its secrets: the values of secret-named headers, fields, parameters."""
+        policy = RedactionPolicy.of(self.redact_fields, self.safe_query_params)
+        policy = policy.knowing(
+            dict(self.headers or {}), query_params(self.endpoint), self.json, body_fields(self.data)
+        )
+        mask_in_task_log(policy.known_secrets)
+        return policy
+
+    def _request_record(self, policy: RedactionPolicy) -> dict[str, Any]:
+        """What the ledger keeps of the request; its fingerprint tells a retry from a new payload."""
+        record = {
             "method": self.method.upper(),
-            "endpoint": self.endpoint,
-            "json": redact(self.json, fields),
-            "data": redact(self.data, fields),
+            "endpoint": policy.endpoint(self.endpoint),
+            "json": policy.value(self.json),
+            "data": policy.body(self.data),
         }
+        digest = policy.query_digest(self.endpoint)
+        if digest is not None:
+            record["query_sha256"] = digest
+        return record
 
     def execute(self, context: Context) -> Any:
         self._validate()
-        fields = frozenset(f.lower() for f in self.redact_fields) | _ALWAYS_REDACTED
+        policy = self._redaction()
         # The connection first: a missing or broken one fails the task before the ledger records
         # an intent, so no retry mistakes it for a call that may have been sent.
-        session, url = self._session()
-        call = begin_call(
-            target=self.target or self.task_id,
-            request=self._request_record(fields),
-            context=context,
-            version=self.version,
-            on_unknown_outcome=self.on_unknown_outcome,
-            slot_partition=self.slot_partition,
-            in_flight_wait=self.in_flight_wait,
-            # An older attempt sends again (a sign of life) at least this often while it runs.
-            holder_lease=self.timeout + MAX_BACKOFF_SECONDS,
+        session, url, honours = self._session()
+        on_unknown = unknown_outcome_policy(
+            self.task_id,
+            explicit=self.on_unknown_outcome,
+            declared=self.target_honours_keys,
+            connection=honours,
         )
+        undeclared = self.on_unknown_outcome is None and self.target_honours_keys is None and honours is None
+        if undeclared:
+            self.log.info(
+                "Nobody declared whether %s honours %s, so an unknown outcome stops the task "
+                "instead of re-sending. %s",
+                self.http_conn_id,
+                self.key_header,
+                DECLARE_HINT,
+            )
+        try:
+            call = begin_call(
+                target=self.target or self.task_id,
+                request=self._request_record(policy),
+                context=context,
+                version=self.version,
+                on_unknown_outcome=on_unknown,
+                slot_partition=self.slot_partition,
+                in_flight_wait=self.in_flight_wait,
+                # An older attempt sends again (a sign of life) at least this often while it runs.
+                holder_lease=self.timeout + MAX_BACKOFF_SECONDS,
+                redaction=policy,
+            )
+        except OutcomeUnknown as exc:
+            if undeclared:
+                raise OutcomeUnknown(f"{exc} {DECLARE_HINT}") from None
+            raise
         if call.action == "replay":
             self.log.info(
                 "Call %s already succeeded (key %s); returning its recorded result.", call.target, call.key
             )
             return call.replayed_result
-        return self._send(call, session, url, fields)
+        return self._send(call, session, url, on_unknown)
 
-    def _session(self) -> tuple[requests.Session, str]:
-        """The Airflow HTTP connection's session (base URL, auth, extra headers) and the full URL."""
+    def _session(self) -> tuple[requests.Session, str, object]:
+        """The connection's session (base URL, auth, extra headers), the full URL, its key declaration."""
         from airflow.providers.http.hooks.http import HttpHook
 
         hook = HttpHook(method=self.method, http_conn_id=self.http_conn_id)
-        return hook.get_conn(headers=dict(self.headers or {})), hook.url_from_endpoint(self.endpoint)
+        session = hook.get_conn(headers=dict(self.headers or {}))
+        # HttpHook turns unknown extras into headers: the declaration is ours, never sent.
+        honours = session.headers.pop(HONOURS_KEYS_EXTRA, None)
+        return session, hook.url_from_endpoint(self.endpoint), honours
 
-    def _send(self, call: Call, session: requests.Session, url: str, fields: frozenset[str]) -> Any:
+    def _send(self, call: Call, session: requests.Session, url: str, on_unknown: UnknownOutcomePolicy) -> Any:
         import requests
 
         headers = {self.key_header: call.key}
@@ -165,9 +247,15 @@ class IdempotentHttpOperator(BaseOperator):
             else:
                 answer, last_error = classify(response.status_code), f"HTTP {response.status_code}"
                 never_arrived = False
-            self.log.info("%s %s (key %s): %s", self.method.upper(), self.endpoint, call.key, last_error)
+            self.log.info(
+                "%s %s (key %s): %s",
+                self.method.upper(),
+                call.redaction.endpoint(self.endpoint),
+                call.key,
+                last_error,
+            )
             if answer == "success" and response is not None:
-                return self._succeeded(call, response, fields)
+                return self._succeeded(call, response)
             status = None if response is None else response.status_code
             if answer == "conflict":
                 finish_call(call, state="conflict", response_status=status, error=last_error)
@@ -193,7 +281,7 @@ class IdempotentHttpOperator(BaseOperator):
             # A target that does not honour keys ("fail") may have acted on an ambiguous answer
             # (timeout, 5xx): sending again could pay twice. Only a request that never reached
             # it (connection refused, connect timeout) is retried then.
-            may_resend = self.on_unknown_outcome == "resend" or never_arrived
+            may_resend = on_unknown == "resend" or never_arrived
             if answer != "in_progress" and sends < self.max_sends and may_resend:
                 time.sleep(backoff_seconds(sends, base=self.backoff_base))
                 continue
@@ -201,12 +289,13 @@ class IdempotentHttpOperator(BaseOperator):
             raise ExternalCallFailed(
                 f"{call.target!r} gave no final answer after {sends} request(s) (last: {last_error}); "
                 f"key {call.key}. The target may have acted: a retry re-sends with the same key "
-                f"only if on_unknown_outcome='resend' (now {self.on_unknown_outcome!r}).",
+                f"only to a target that honours keys (now on_unknown_outcome={on_unknown!r}). "
+                + ("" if on_unknown == "resend" else DECLARE_HINT),
                 status=status,
                 outcome_unknown=True,
             )
 
-    def _succeeded(self, call: Call, response: requests.Response, fields: frozenset[str]) -> Any:
+    def _succeeded(self, call: Call, response: requests.Response) -> Any:
         if self.response_check is not None and not self.response_check(response):
             finish_call(
                 call,
@@ -222,7 +311,8 @@ class IdempotentHttpOperator(BaseOperator):
             body: Any = response.json()
         except ValueError:
             body = response.text
-        result = {"status": response.status_code, "key": call.key, "body": redact(body, fields)}
+        # What XCom gets is what the ledger keeps (and a retry replays): the redacted body.
+        result = {"status": response.status_code, "key": call.key, "body": call.redaction.response(body)}
         finish_call(call, state="succeeded", response_status=response.status_code, result=result)
         return jsonlib.loads(jsonlib.dumps(result, default=str))
 

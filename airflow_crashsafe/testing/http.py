@@ -50,6 +50,7 @@ class Reply:
 
     status: int = 200
     body: Any = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
     def encoded(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -138,6 +139,8 @@ class LocalServer:
             handler.send_response(reply.status)
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(data)))
+            for name, value in reply.headers.items():
+                handler.send_header(name, value)
             handler.end_headers()
             handler.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):

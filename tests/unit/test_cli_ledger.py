@@ -298,3 +298,39 @@ def test_ledger_without_subcommand_is_a_usage_error(store: Store, capsys: pytest
     code, _, err = run_cli(capsys, "ledger")
     assert code == 2
     assert "LEDGER_COMMAND" in err
+
+
+def test_show_redacts_an_entry_stored_in_clear(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    """`ledger show` masks what an older version stored in clear: query string, secret fields, error."""
+    from airflow_crashsafe.identity import attempt_from_context, slot_from_context
+
+    secret = "s3cret-in-clear"
+    context = fake_context(dag_id=DAG, task_id="legacy")
+    db = store.connection()
+    ledger.claim_new(
+        db,
+        key="legacy-key",
+        slot=slot_from_context(context),
+        target="legacy",
+        fence_target="ledger:legacy",
+        version=1,
+        fingerprint="f",
+        request={"endpoint": f"/pay?api_key={secret}&page=2", "json": {"client_secret": secret, "n": 1}},
+        attempt=attempt_from_context(context),
+    )
+    with db.autocommit():
+        ledger.record_outcome(
+            db,
+            "legacy-key",
+            state="unknown",
+            response_status=None,
+            result={"refresh_token": secret},
+            error=f"HTTPError: 401, Authorization: Bearer {secret}",
+        )
+    for argv in (("legacy-key",), ("legacy-key", "--json"), ("--dag", DAG, "--json")):
+        code, out, _ = run_cli(capsys, "ledger", "show", *argv)
+        assert code == 0
+        assert secret not in out
+        assert "legacy-key" in out
+    shown = printed_json(run_cli(capsys, "ledger", "show", "legacy-key", "--json")[1])[0]
+    assert shown["request"] == {"endpoint": "/pay", "json": {"client_secret": "***", "n": 1}}

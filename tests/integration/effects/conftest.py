@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import KeyHonouringVendor, NaiveVendor
 
@@ -18,9 +19,9 @@ def store(configured_store: Store) -> Store:
 
 @pytest.fixture
 def honouring_vendor(monkeypatch: pytest.MonkeyPatch) -> Iterator[KeyHonouringVendor]:
-    """A vendor that honours Idempotency-Key, behind the Airflow HTTP connection ``vendor``."""
+    """A vendor that honours Idempotency-Key, behind the connection ``vendor``, which declares it."""
     with KeyHonouringVendor() as vendor:
-        monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)
+        monkeypatch.setenv("AIRFLOW_CONN_VENDOR", f"{vendor.url}?{HONOURS_KEYS_EXTRA}=true")
         yield vendor
 
 

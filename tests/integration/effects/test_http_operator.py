@@ -148,7 +148,9 @@ def test_overlapping_attempts_book_once_with_a_key_honouring_vendor(store: Store
 
             def attempt(try_number: int) -> None:
                 try:
-                    results[try_number] = push(in_progress_wait=10).execute(ctx(try_number))
+                    results[try_number] = push(in_progress_wait=10, target_honours_keys=True).execute(
+                        ctx(try_number)
+                    )
                 except Exception as exc:  # the zombie may be fenced out when it records
                     results[try_number] = exc
 

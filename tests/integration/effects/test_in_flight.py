@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_crashsafe.effects import effect
+from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.errors import OutcomeUnknown
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import KeyHonouringVendor, NaiveVendor, fake_context
@@ -43,8 +44,16 @@ def in_background(work: Callable[[], Any]) -> tuple[threading.Thread, dict[str, 
 
 @pytest.fixture
 def vendor_conn(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], None]:
-    """Point the connection ``vendor`` at a vendor started by the test (also seen by other threads)."""
-    return lambda vendor: monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)
+    """Point the connection ``vendor`` at a vendor started by the test (also seen by other threads).
+
+    The connection declares what the vendor does with keys, as a user's would.
+    """
+
+    def point(vendor: Any) -> None:
+        honours = "true" if isinstance(vendor, KeyHonouringVendor) else "false"
+        monkeypatch.setenv("AIRFLOW_CONN_VENDOR", f"{vendor.url}?{HONOURS_KEYS_EXTRA}={honours}")
+
+    return point
 
 
 def test_effect_in_flight_is_awaited_and_its_result_adopted(store: Store) -> None:
