@@ -146,7 +146,7 @@ class CrashsafeResumableJobMixin:
             external_id = self.submit_job(context)
         except BaseException as exc:
             # The job may have been created before the error: the next try looks it up by key.
-            finish_call(call, state="unknown", error=f"{type(exc).__name__}: {exc}"[:2000])
+            finish_call(call, state="unknown", error=f"{type(exc).__name__}: {exc}")  # redacted, then cut
             raise
         if external_id is None:
             finish_call(call, state="unknown", error="submit_job returned no job id")
