@@ -26,6 +26,7 @@ from airflow_crashsafe.errors import ConfigurationError, StoreError
 from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import schema
 from airflow_crashsafe.store.dbapi import Db, connect_target, connect_url
+from airflow_crashsafe.store.events import EVENT_FIELDS, INSERT_EVENT
 from airflow_crashsafe.store.timeouts import StoreTimeouts, apply_store_timeouts, timeout_error
 
 __all__ = [
@@ -41,32 +42,6 @@ log = logging.getLogger(__name__)
 
 #: What fenced writes record. Later capabilities add kinds; readers ignore kinds they do not know.
 EVENT_KINDS = ("committed", "fenced_out", "skipped_committed")
-
-_INSERT_EVENT = """
-INSERT INTO crashsafe_events (kind, dag_id, task_id, map_index, slot_partition, target, run_id,
-    try_number, ti_id, clear_number, hostname, pid, token, detail)
-VALUES (%(kind)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,
-    %(run_id)s, %(try_number)s, %(ti_id)s, %(clear_number)s, %(hostname)s, %(pid)s, %(token)s,
-    %(detail)s)"""
-
-_EVENT_FIELDS = (
-    "id",
-    "kind",
-    "dag_id",
-    "task_id",
-    "map_index",
-    "slot_partition",
-    "target",
-    "run_id",
-    "try_number",
-    "ti_id",
-    "clear_number",
-    "hostname",
-    "pid",
-    "token",
-    "detail",
-    "created_at",
-)
 
 
 class Store:
@@ -208,7 +183,7 @@ class Store:
         db = self._db()
         try:
             db.execute_alone(
-                _INSERT_EVENT,
+                INSERT_EVENT,
                 {
                     "kind": kind,
                     "dag_id": slot.dag_id,
@@ -245,12 +220,12 @@ class Store:
             names = [f"%(kind{i})s" for i in range(len(kind_list))]
             where.append(f"kind IN ({', '.join(names)})")
             params.update({f"kind{i}": kind for i, kind in enumerate(kind_list)})
-        sql = f"SELECT {', '.join(_EVENT_FIELDS)} FROM crashsafe_events"
+        sql = f"SELECT {', '.join(EVENT_FIELDS)} FROM crashsafe_events"
         if where:
             sql += " WHERE " + " AND ".join(where)
         with self.transaction(immediate=False) as tx:
             rows = tx.execute(sql + " ORDER BY id", params).fetchall()
-        events = [dict(zip(_EVENT_FIELDS, row, strict=True)) for row in rows]
+        events = [dict(zip(EVENT_FIELDS, row, strict=True)) for row in rows]
         for event in events:
             event["detail"] = json.loads(event["detail"] or "{}")
         return events
