@@ -32,6 +32,7 @@ __all__ = [
     "api_url",
     "audit_beacon_seconds",
     "audit_enabled",
+    "audit_retention_days",
     "audit_timeout_seconds",
     "dead_mans_switch_url",
     "embedded_store_path",
@@ -126,6 +127,12 @@ def store_connect_timeout_seconds() -> float:
 def store_statement_timeout_seconds() -> float:
     """The most one store statement may take, in seconds."""
     return _positive("store_statement_timeout_seconds")
+
+
+@functools.cache
+def audit_retention_days() -> int:
+    """Days ``db prune`` keeps attempts, events, finished units and fence rows (0: forever)."""
+    return max(0, _number("audit_retention_days", int))
 
 
 def executor_names() -> list[str]:
@@ -293,6 +300,7 @@ def reset_cache() -> None:
         allow_embedded_store_on_fleet,
         store_connect_timeout_seconds,
         store_statement_timeout_seconds,
+        audit_retention_days,
         ledger_retention_days,
         in_flight_wait_seconds,
         ledger_spin_wait_ms,

@@ -55,6 +55,15 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "30",
         "version_added": "0.1.0",
     },
+    "audit_retention_days": {
+        "description": "How many days `airflow-crashsafe db prune` keeps events, attempt records, "
+        "finished units and idle fence rows (--older-than overrides it; at least 1). 0: prune only "
+        "when --older-than is given.",
+        "type": "integer",
+        "example": "90",
+        "default": "90",
+        "version_added": "0.1.0",
+    },
     "ledger_retention_days": {
         "description": "How many days idempotency-ledger entries are kept; `airflow-crashsafe "
         "ledger prune` deletes older ones, with their calls' fence rows. A retry later than this "
