@@ -14,7 +14,8 @@ Target: every page under 1 s, cold and catch-up included.
 
 ``--fence-events 200000`` also records that many fence events (fenced out and skipped committed,
 spread over the DAGs, plus as many committed writes): the overview and the fence list count,
-order and limit them in SQL. Target with them: ``/``, ``/fences`` and ``/api/fences`` under 0.5 s.
+order and limit them in SQL. Then the fence routes are timed again on a new app with the digest
+current (what the events cost, apart from catching the digest up). Target: under 0.5 s.
 
     python -m benchmarks.ui_pages [--attempts 10000] [--fence-events 0] [--url URL] [--repeat 5]
 """
@@ -183,14 +184,25 @@ def main(argv: list[str] | None = None) -> int:
                 client.get(route, params=params.get(route, {}))
                 warm = time.perf_counter() - t
         worst = max(worst, max(times))
-        if route in FENCE_ROUTES:
-            fence_worst = max(fence_worst, max(times))
         print(
             f"{route:22s} cold median {statistics.median(times) * 1000:7.1f} ms"
             f"  max {max(times) * 1000:7.1f} ms"
             f"   warm {warm * 1000:6.1f} ms"
         )
     print(f"worst {worst * 1000:.0f} ms: {'OK' if worst < 1 else 'OVER'} the 1 s budget")
+    if args.fence_events:
+        # What the fence events themselves cost: a new app each time, the digest already current.
+        digest.refresh(store)
+        for route in FENCE_ROUTES:
+            times = []
+            for _ in range(args.repeat):
+                with fresh_client() as client:
+                    t = time.perf_counter()
+                    response = client.get(route)
+                    times.append(time.perf_counter() - t)
+                    assert response.status_code == 200, (route, response.status_code, response.text[:300])
+            fence_worst = max(fence_worst, max(times))
+            print(f"{route:22s} fence events, cold median {statistics.median(times) * 1000:7.1f} ms")
     fences_ok = not args.fence_events or fence_worst < FENCE_BUDGET_SECONDS
     if args.fence_events:
         verdict = "OK" if fences_ok else "OVER"

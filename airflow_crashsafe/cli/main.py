@@ -43,6 +43,7 @@ def _db_prune(args: argparse.Namespace) -> int:
     from airflow_crashsafe.store import open_store
     from airflow_crashsafe.store.dbapi import connect_target
     from airflow_crashsafe.store.retention import prune_store, prune_target
+    from airflow_crashsafe.store.timeouts import lift_statement_timeout
 
     days = args.older_than if args.older_than is not None else config.audit_retention_days()
     if args.older_than is None and days == 0:
@@ -55,6 +56,7 @@ def _db_prune(args: argparse.Namespace) -> int:
     cutoff = datetime.now(timezone.utc) - timedelta(days=days)
     verb = "would delete" if args.dry_run else "deleted"
     with open_store().transaction() as db:
+        lift_statement_timeout(db)
         counts = {"store": prune_store(db, older_than=cutoff, dry_run=args.dry_run)}
     for conn_id in args.conn_id:
         target = connect_target(conn_id)

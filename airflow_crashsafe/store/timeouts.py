@@ -14,7 +14,7 @@ from airflow_crashsafe import config
 from airflow_crashsafe.errors import StoreError
 from airflow_crashsafe.store.dbapi import Db
 
-__all__ = ["StoreTimeouts", "apply_store_timeouts", "timeout_error"]
+__all__ = ["StoreTimeouts", "apply_store_timeouts", "lift_statement_timeout", "timeout_error"]
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,18 @@ def apply_store_timeouts(db: Db, timeouts: StoreTimeouts) -> None:
     """
     millis = max(1, int(timeouts.statement * 1000))
     if db.dialect.is_postgres:
-        with db.autocommit():
-            db.raw.execute(f"SET statement_timeout = {millis}")
+        with db.autocommit(), db.raw.cursor() as cursor:  # psycopg 2 has no connection.execute
+            cursor.execute(f"SET statement_timeout = {millis}")
     else:
         db.raw.execute(f"PRAGMA busy_timeout = {millis}")
     db.timeouts = timeouts
+
+
+def lift_statement_timeout(db: Db) -> None:
+    """Inside an open transaction: no statement timeout until it ends (administrative bulk work).
+
+    ``db prune`` may delete millions of rows in one statement; the store's per-statement bound is
+    for tasks, not for an operator who asked for it. SQLite's busy timeout is left as it is.
+    """
+    if db.dialect.is_postgres:
+        db.execute("SET LOCAL statement_timeout = 0")
