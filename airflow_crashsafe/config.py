@@ -21,28 +21,38 @@ from airflow_crashsafe.options import OPTIONS
 __all__ = [
     "DEFAULT_API_URL",
     "OPTIONS",
+    "SINGLE_HOST_EXECUTORS",
     "adopt_in_flight",
     "adoption_timeout_seconds",
     "adoption_without_triggerer",
     "alerting_config",
     "alerting_instance",
     "alerting_state_dir",
+    "allow_embedded_store_on_fleet",
     "api_conn_id",
     "api_url",
     "audit_beacon_seconds",
     "audit_enabled",
+    "audit_retention_days",
     "audit_timeout_seconds",
     "dead_mans_switch_url",
     "embedded_store_path",
+    "executor_names",
     "in_flight_wait_seconds",
     "ledger_retention_days",
     "ledger_spin_wait_ms",
+    "multi_host_executors",
     "on_kill_unit",
     "reset_cache",
     "store_conn_id",
+    "store_connect_timeout_seconds",
+    "store_statement_timeout_seconds",
 ]
 
 _N = TypeVar("_N", int, float)
+
+#: Executors that run every task on the scheduler's own host (``airflow standalone`` uses LocalExecutor).
+SINGLE_HOST_EXECUTORS = frozenset({"LocalExecutor", "SequentialExecutor", "DebugExecutor"})
 
 #: Where the api-server is when nothing says otherwise.
 DEFAULT_API_URL = "http://localhost:8080"
@@ -90,6 +100,63 @@ def _under_airflow_home(option: str, name: str) -> Path:
 def embedded_store_path() -> Path:
     """Where the embedded SQLite store lives when no store connection exists."""
     return _under_airflow_home("embedded_path", "crashsafe.db")
+
+
+@functools.cache
+def allow_embedded_store_on_fleet() -> bool:
+    """Whether the embedded store may serve although the executor can run tasks on several hosts."""
+    return _truthy(_get("allow_embedded_store_on_fleet"))
+
+
+def _positive(option: str) -> float:
+    value = _number(option, float)
+    if value <= 0:
+        raise ConfigurationError(
+            f"[crashsafe] {option} = {value:g}: set it (or AIRFLOW__CRASHSAFE__{option.upper()}) to a "
+            f"number of seconds above 0, e.g. {OPTIONS[option]['example']}"
+        )
+    return value
+
+
+@functools.cache
+def store_connect_timeout_seconds() -> float:
+    """The most opening a store connection may take, in seconds."""
+    return _positive("store_connect_timeout_seconds")
+
+
+@functools.cache
+def store_statement_timeout_seconds() -> float:
+    """The most one store statement may take, in seconds."""
+    return _positive("store_statement_timeout_seconds")
+
+
+@functools.cache
+def audit_retention_days() -> int:
+    """Days ``db prune`` keeps attempts, events, finished units and fence rows (0: forever)."""
+    return max(0, _number("audit_retention_days", int))
+
+
+def executor_names() -> list[str]:
+    """The class names in Airflow's ``[core] executor`` (``alias:module.Class`` and lists accepted).
+
+    Not cached: the doctor and the store read it once per use, and tests change it.
+    """
+    try:
+        from airflow.sdk.configuration import conf
+    except ImportError:  # pragma: no cover - only without Airflow (the watchdog never calls this)
+        return ["LocalExecutor"]
+    raw = conf.get("core", "executor", fallback=None) or ""
+    names = [entry.strip().rsplit(":", 1)[-1].rsplit(".", 1)[-1] for entry in str(raw).split(",")]
+    return [name for name in names if name] or ["LocalExecutor"]
+
+
+def multi_host_executors() -> list[str]:
+    """The configured executors that may run tasks on another host than this one.
+
+    Every executor but the known single-host ones counts (CeleryExecutor, KubernetesExecutor,
+    EdgeExecutor, and any executor class crashsafe does not know): on those, per-host state splits.
+    """
+    return [name for name in executor_names() if name not in SINGLE_HOST_EXECUTORS]
 
 
 @functools.cache
@@ -242,6 +309,10 @@ def reset_cache() -> None:
     for accessor in (
         store_conn_id,
         embedded_store_path,
+        allow_embedded_store_on_fleet,
+        store_connect_timeout_seconds,
+        store_statement_timeout_seconds,
+        audit_retention_days,
         ledger_retention_days,
         in_flight_wait_seconds,
         ledger_spin_wait_ms,

@@ -14,7 +14,7 @@ OPTIONS: dict[str, dict[str, str | None]] = {
     "conn_id": {
         "description": "Airflow connection of the crashsafe store (PostgreSQL in production). When "
         "no such connection exists, an embedded SQLite file under $AIRFLOW_HOME is used instead "
-        "(single machine only).",
+        "(single machine only; refused when [core] executor runs tasks on several hosts).",
         "type": "string",
         "example": "crashsafe_default",
         "default": "crashsafe_default",
@@ -26,6 +26,42 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "string",
         "example": "/opt/airflow/crashsafe.db",
         "default": "",
+        "version_added": "0.1.0",
+    },
+    "allow_embedded_store_on_fleet": {
+        "description": "Whether a process may fall back to the embedded SQLite store although [core] "
+        "executor can run tasks on several hosts (CeleryExecutor, KubernetesExecutor, EdgeExecutor, an "
+        "unknown executor). Off: it refuses, because each host's own file would split the ledger and the "
+        "fences. Turn it on only when every task really runs on this one host.",
+        "type": "boolean",
+        "example": "False",
+        "default": "False",
+        "version_added": "0.1.0",
+    },
+    "store_connect_timeout_seconds": {
+        "description": "The most opening a connection to the crashsafe store may take; a store that "
+        "accepts and never answers fails the task with a StoreError after it (PostgreSQL's "
+        "connect_timeout, at least 2 s).",
+        "type": "float",
+        "example": "10",
+        "default": "10",
+        "version_added": "0.1.0",
+    },
+    "store_statement_timeout_seconds": {
+        "description": "The most one statement against the crashsafe store may take (PostgreSQL's "
+        "statement_timeout; SQLite's busy timeout); past it the statement fails with a StoreError.",
+        "type": "float",
+        "example": "30",
+        "default": "30",
+        "version_added": "0.1.0",
+    },
+    "audit_retention_days": {
+        "description": "How many days `airflow-crashsafe db prune` keeps events, attempt records, "
+        "finished units and idle fence rows (--older-than overrides it; at least 1). 0: prune only "
+        "when --older-than is given.",
+        "type": "integer",
+        "example": "90",
+        "default": "90",
         "version_added": "0.1.0",
     },
     "ledger_retention_days": {

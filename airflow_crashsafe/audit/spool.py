@@ -7,6 +7,10 @@ every line (events merge idempotently, so a line delivered twice is harmless) an
 what it could not deliver goes back to the spool. Lines survive a killed process (the OS keeps
 written data); only a crash of the machine itself can lose the last unflushed lines.
 
+A line that can never be stored - unreadable, a field of the wrong type (``"pid": "12ab"``), or
+refused by the store as bad data - is quarantined in a ``*.poison`` file beside the spool (logged
+once per file) and the lines after it are delivered: one bad line must not block its file forever.
+
 A claimed file is named after its drainer's pid. Drainers are mostly task processes, which end
 with ``os._exit()`` and may die mid-drain; a claimed file whose drainer is gone is drained again at
 once (older names without a pid, and files of a pid alive again, after five minutes), so events a
@@ -17,21 +21,25 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
 import time
+import types
+import typing
 import uuid
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.audit.events import AttemptEvent
 
 if TYPE_CHECKING:
     from airflow_crashsafe.store.store import Store
 
-__all__ = ["Spool", "default_spool_dir"]
+__all__ = ["Spool", "default_spool_dir", "is_bad_data", "parse_line"]
 
 log = logging.getLogger(__name__)
 _ABANDONED_DRAIN_SECONDS = 300.0
@@ -41,6 +49,52 @@ def default_spool_dir() -> Path:
     """``$AIRFLOW_HOME/crashsafe-spool`` (``~/airflow`` when AIRFLOW_HOME is unset)."""
     home = os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
     return Path(home) / "crashsafe-spool"
+
+
+def parse_line(line: bytes) -> AttemptEvent:
+    """One spool line as an event; ``ValueError`` when it is not one (malformed, wrongly typed)."""
+    try:
+        event = AttemptEvent.from_json(json.loads(line))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"not an audit event ({exc})") from None
+    for name, allowed in _field_types().items():
+        value = getattr(event, name)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"field {name!r} is {value!r}, not {' or '.join(t.__name__ for t in allowed)}")
+    return event
+
+
+@functools.cache
+def _field_types() -> dict[str, tuple[type, ...]]:
+    """Each event field's allowed runtime types, from its annotation (``int | None`` → int, None)."""
+    hints = typing.get_type_hints(AttemptEvent)
+    found: dict[str, tuple[type, ...]] = {}
+    for field in fields(AttemptEvent):
+        found[field.name] = _runtime_types(hints[field.name])
+    return found
+
+
+def _runtime_types(hint: Any) -> tuple[type, ...]:
+    origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return tuple({type(v) for v in typing.get_args(hint)})
+    if origin in (typing.Union, types.UnionType):
+        return tuple(t for arg in typing.get_args(hint) for t in _runtime_types(arg))
+    if hint is type(None) or hint is None:
+        return (type(None),)
+    return (hint,) if isinstance(hint, type) else (object,)
+
+
+def is_bad_data(exc: BaseException) -> bool:
+    """Whether the store refused an event for its own content, so retrying it can never succeed.
+
+    SQLSTATE classes 22 (data exception) and 23 (integrity violation), or a value the driver
+    cannot adapt; a store that is down, slow or locked is not bad data and is retried later.
+    """
+    sqlstate = str(getattr(exc, "sqlstate", "") or "")
+    if sqlstate[:2] in {"22", "23"}:
+        return True
+    return isinstance(exc, TypeError | ValueError) and not hasattr(exc, "sqlstate")
 
 
 class Spool:
@@ -115,20 +169,28 @@ class Spool:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # wait for an append already under way
                 lines = [ln for ln in claimed.read_bytes().splitlines() if ln.strip()]
                 events: list[AttemptEvent] = []
+                poison: list[tuple[bytes, str]] = []
                 for line in lines:
                     try:
-                        events.append(AttemptEvent.from_json(json.loads(line)))
-                    except (ValueError, TypeError):
-                        log.error("crashsafe: dropping an unreadable spool line in %s: %r", path, line[:200])
+                        events.append(parse_line(line))
+                    except ValueError as exc:
+                        poison.append((line, str(exc)))
                 done = 0
                 try:
                     for event in events:
                         if stop is not None and stop():
                             break
-                        apply(event)
+                        try:
+                            apply(event)
+                        except Exception as exc:
+                            if not is_bad_data(exc):
+                                raise
+                            poison.append((json.dumps(event.to_json(), sort_keys=True).encode(), repr(exc)))
+                        else:
+                            delivered += 1
                         done += 1
                 finally:
-                    delivered += done
+                    self._quarantine(claimed, poison)
                     if done < len(events):
                         self.append(events[done:])
                     with contextlib.suppress(FileNotFoundError):  # re-claimed as abandoned
@@ -136,6 +198,22 @@ class Spool:
             finally:
                 os.close(fd)
         return delivered
+
+    def _quarantine(self, claimed: Path, poison: list[tuple[bytes, str]]) -> None:
+        """Append lines that can never be stored to ``<file>.poison`` beside the spool; log it once."""
+        if not poison:
+            return
+        target = claimed.with_name(claimed.name.split(".")[0] + ".poison")
+        with open(target, "ab") as out:
+            for line, _ in poison:
+                out.write(line.rstrip(b"\n") + b"\n")
+        log.error(
+            "crashsafe audit: %d spooled event(s) can never be stored (first: %s); moved to %s, the "
+            "others are delivered. Inspect and delete that file.",
+            len(poison),
+            poison[0][1][:300],
+            target,
+        )
 
 
 def _drainer_alive(claimed: Path) -> bool:

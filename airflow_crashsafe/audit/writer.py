@@ -39,7 +39,7 @@ from typing import Protocol
 
 from airflow_crashsafe.audit import events as ev
 from airflow_crashsafe.audit.events import AttemptEvent
-from airflow_crashsafe.audit.spool import Spool
+from airflow_crashsafe.audit.spool import Spool, is_bad_data
 
 __all__ = ["AuditSink", "Writer"]
 
@@ -223,7 +223,8 @@ class Writer:
                 type(exc).__name__,
                 job.event.describe(),
             )
-            self._failed()
+            if not is_bad_data(exc):  # the connection is fine; the spool quarantines the event
+                self._failed()
         finally:
             job.done.set()
             self._busy.clear()

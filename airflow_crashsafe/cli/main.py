@@ -34,6 +34,47 @@ def _db_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _db_prune(args: argparse.Namespace) -> int:
+    """Delete old events, audit records, finished units and idle fence rows (see store.retention)."""
+    from datetime import datetime, timedelta, timezone
+
+    from airflow_crashsafe import config
+    from airflow_crashsafe.errors import ConfigurationError
+    from airflow_crashsafe.store import open_store
+    from airflow_crashsafe.store.dbapi import connect_target
+    from airflow_crashsafe.store.retention import prune_store, prune_target
+    from airflow_crashsafe.store.timeouts import lift_statement_timeout
+
+    days = args.older_than if args.older_than is not None else config.audit_retention_days()
+    if args.older_than is None and days == 0:
+        print("[crashsafe] audit_retention_days is 0: nothing pruned (give --older-than DAYS)")
+        return 0
+    if days < 1:
+        raise ConfigurationError(
+            f"--older-than {days}: keep at least 1 day, so no slot that can still be retried loses its fence"
+        )
+    cutoff = datetime.now(timezone.utc) - timedelta(days=days)
+    verb = "would delete" if args.dry_run else "deleted"
+    with open_store().transaction() as db:
+        lift_statement_timeout(db)
+        counts = {"store": prune_store(db, older_than=cutoff, dry_run=args.dry_run)}
+    for conn_id in args.conn_id:
+        target = connect_target(conn_id)
+        try:
+            target.begin()
+            counts[f"connection {conn_id!r}"] = prune_target(target, older_than=cutoff, dry_run=args.dry_run)
+            target.rollback() if args.dry_run else target.commit()
+        except BaseException:
+            target.rollback()
+            raise
+        finally:
+            target.close()
+    for where, tables in counts.items():
+        done = ", ".join(f"{n} from {table}" for table, n in tables.items()) or "no crashsafe tables"
+        print(f"{where}: {verb} {done} (older than {days} days)")
+    return 0
+
+
 def _doctor(args: argparse.Namespace) -> int:
     from airflow_crashsafe.doctor import cli as doctor_cli
 
@@ -55,6 +96,32 @@ def build_parser() -> argparse.ArgumentParser:
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
     migrate = db_commands.add_parser("migrate", help="create or upgrade the crashsafe store's tables")
     migrate.set_defaults(handler=_db_migrate)
+    prune = db_commands.add_parser(
+        "prune",
+        help="delete old events, attempt records, finished units and idle fence rows",
+        description="Delete what crashsafe recorded before the retention window and no live slot "
+        "needs: the store's events and audit records, and in each --conn-id target database its "
+        "finished units and the fence rows of slots idle for the whole window (a fence row whose slot "
+        "had a token issued or a commit within the window, or a running unit, is kept). The ledger "
+        "has its own command: `ledger prune`.",
+    )
+    prune.add_argument(
+        "--older-than",
+        type=int,
+        default=None,
+        metavar="DAYS",
+        help="default: [crashsafe] audit_retention_days",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
+    prune.add_argument(
+        "--conn-id",
+        action="append",
+        default=[],
+        metavar="CONN_ID",
+        help="a target database's Airflow connection whose units and fence rows to prune (repeatable); "
+        "events do not record connections, so name each one",
+    )
+    prune.set_defaults(handler=_db_prune)
 
     from airflow_crashsafe.audit import cli as audit_cli
     from airflow_crashsafe.cli import ledger

@@ -1,18 +1,18 @@
 """Airflow's own settings, as the doctor reads them: ``airflow.configuration.conf``, env included.
 
 Only Airflow's sections are read here (``[core]``, ``[database]``, ``[scheduler]``, ``[celery]``
-...); ``[crashsafe]`` options are read through :mod:`airflow_crashsafe.config`. Airflow is
+...); ``[crashsafe]`` options, and ``[core] executor`` (which the store reads too), are read
+through :mod:`airflow_crashsafe.config`. Airflow is
 imported on first use, so ``airflow-crashsafe --help`` stays fast.
 """
 
 from __future__ import annotations
 
+from airflow_crashsafe.config import SINGLE_HOST_EXECUTORS
+from airflow_crashsafe.config import executor_names as executors
 from airflow_crashsafe.errors import ConfigurationError
 
 __all__ = ["SINGLE_HOST_EXECUTORS", "executors", "flag", "metadata_url", "number", "option"]
-
-#: Executors that run every task on the scheduler's own host.
-SINGLE_HOST_EXECUTORS = frozenset({"LocalExecutor", "SequentialExecutor", "DebugExecutor"})
 
 
 def option(section: str, key: str, fallback: str | None = None) -> str | None:
@@ -43,17 +43,6 @@ def flag(section: str, key: str, fallback: bool) -> bool:
     if raw is None or not raw.strip():
         return fallback
     return raw.strip().lower() not in {"false", "0", "no", "off", "f"}
-
-
-def executors() -> list[str]:
-    """The class names of ``[core] executor`` (``alias:module.Class`` and lists accepted)."""
-    raw = option("core", "executor", fallback="LocalExecutor") or "LocalExecutor"
-    names = []
-    for entry in raw.split(","):
-        entry = entry.strip()
-        if entry:
-            names.append(entry.rsplit(":", 1)[-1].rsplit(".", 1)[-1])
-    return names or ["LocalExecutor"]
 
 
 def metadata_url() -> str:

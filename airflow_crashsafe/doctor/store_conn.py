@@ -8,7 +8,6 @@ then never meet. See docs/design.md, "Store".
 from __future__ import annotations
 
 from airflow_crashsafe import config
-from airflow_crashsafe.doctor.airflow_settings import SINGLE_HOST_EXECUTORS, executors
 from airflow_crashsafe.doctor.findings import HAZARD, OK, Finding
 from airflow_crashsafe.store.store import store_connection_exists
 
@@ -24,10 +23,10 @@ def check_store_connection() -> list[Finding]:
         f"and the api-server, e.g. AIRFLOW_CONN_{conn_id.upper()}=postgresql://user:pass@host:5432/"
         "crashsafe, then run `airflow-crashsafe db migrate`"
     )
-    several = [name for name in executors() if name not in SINGLE_HOST_EXECUTORS]
+    several = config.multi_host_executors()
     if not store_connection_exists(conn_id):
         path = config.embedded_store_path()
-        details = {"conn_id": conn_id, "embedded_path": str(path), "executors": executors()}
+        details = {"conn_id": conn_id, "embedded_path": str(path), "executors": config.executor_names()}
         if several:
             return [
                 Finding(

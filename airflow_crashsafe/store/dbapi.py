@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from airflow.providers.sqlite.hooks.sqlite import SqliteHook
     from airflow.sdk import Connection
 
+    from airflow_crashsafe.store.timeouts import StoreTimeouts
+
 __all__ = [
     "STORE_CONN_TYPE",
     "Db",
@@ -73,6 +75,8 @@ class Db:
         self._hot_cursor: Any = None
         # Statements prepared on this connection by store/prepared.py; None: do not prepare here.
         self.prepared: dict[tuple[str, tuple[int, ...]], bytes] | None = {}
+        #: Set on the store's connections by ``store.timeouts.apply_store_timeouts``; None on targets.
+        self.timeouts: StoreTimeouts | None = None
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
         """Run one of crashsafe's own statements; returns the cursor."""
@@ -206,11 +210,15 @@ def _enable_wal(raw: sqlite3.Connection) -> None:
             time.sleep(0.05)
 
 
-def _postgres_from_url(url: str) -> Db:
+def _postgres_from_url(url: str, connect_timeout: int | None = None) -> Db:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
 
     dsn = re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
-    return Db(psycopg.connect(dsn, autocommit=False), POSTGRES)
+    extra: dict[str, Any] = {}
+    if connect_timeout is not None and "connect_timeout" not in conninfo_to_dict(dsn):
+        extra["connect_timeout"] = connect_timeout
+    return Db(psycopg.connect(dsn, autocommit=False, **extra), POSTGRES)
 
 
 def sqlite_path_from_url(url: str) -> str:
@@ -224,11 +232,14 @@ def sqlite_path_from_url(url: str) -> str:
     return path
 
 
-def connect_url(url: str) -> Db:
-    """Open ``postgresql://…`` or ``sqlite:///…`` directly (tests, benchmarks, the drill)."""
+def connect_url(url: str, *, connect_timeout: int | None = None) -> Db:
+    """Open ``postgresql://…`` or ``sqlite:///…`` directly (tests, benchmarks, the drill).
+
+    ``connect_timeout`` (seconds, PostgreSQL) applies unless the URL sets its own.
+    """
     scheme = url.split(":", 1)[0].lower()
     if scheme.startswith("postgres"):
-        return _postgres_from_url(url)
+        return _postgres_from_url(url, connect_timeout)
     if scheme == "sqlite":
         return _sqlite(sqlite_path_from_url(url))
     raise ConfigurationError(
@@ -320,6 +331,30 @@ def _sqlite_from_hook(hook: SqliteHook, conn_id: str) -> Db:
     return _sqlite(path)
 
 
-def connect_target(conn_id: str) -> Db:
-    """Open the Airflow connection ``conn_id`` through its SQL hook (PostgreSQL or SQLite)."""
-    return connect_hook(get_sql_hook(conn_id))
+def connect_target(conn_id: str, *, connect_timeout: int | None = None) -> Db:
+    """Open the Airflow connection ``conn_id`` through its SQL hook (PostgreSQL or SQLite).
+
+    ``connect_timeout`` (seconds, PostgreSQL; the store passes one) applies unless the
+    connection's extra sets its own.
+    """
+    hook = get_sql_hook(conn_id)
+    if connect_timeout is not None:
+        hook = _with_connect_timeout(hook, connect_timeout)
+    return connect_hook(hook)
+
+
+def _with_connect_timeout(hook: DbApiHook, seconds: int) -> DbApiHook:
+    """The same PostgreSQL hook on a copy of its connection whose extra carries ``connect_timeout``."""
+    import json
+
+    import attrs
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+    if not isinstance(hook, PostgresHook) or "connect_timeout" in hook.connection.extra_dejson:
+        return hook
+    conn = hook.connection
+    extra = json.dumps({**conn.extra_dejson, "connect_timeout": seconds})
+    if not attrs.has(type(conn)):
+        return hook
+    copied = attrs.evolve(conn, extra=extra)  # type: ignore[misc]
+    return PostgresHook(postgres_conn_id=hook.get_conn_id(), connection=copied, options=hook.options)

@@ -9,11 +9,12 @@ for the next one. See docs/design.md, "Audit".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_crashsafe.store.dbapi import Db
+from airflow_crashsafe.store.values import in_list
 
 __all__ = ["DirtyMark", "clear", "mark", "marks", "pending"]
 
@@ -59,6 +60,12 @@ def clear(db: Db, seen: Iterable[DirtyMark]) -> None:
         )
 
 
-def pending(db: Db) -> int:
-    """How many task instances wait to be reclassified."""
-    return int(db.execute("SELECT count(*) FROM crashsafe_audit_dirty").fetchone()[0])
+def pending(db: Db, *, dag_ids: Sequence[str] | None = None) -> int:
+    """How many task instances wait to be reclassified (of the DAGs ``dag_ids`` when given)."""
+    if dag_ids is None:
+        return int(db.execute("SELECT count(*) FROM crashsafe_audit_dirty").fetchone()[0])
+    if not dag_ids:
+        return 0
+    names, params = in_list("d", dag_ids)
+    sql = f"SELECT count(*) FROM crashsafe_audit_dirty WHERE dag_id IN ({names})"
+    return int(db.execute(sql, params).fetchone()[0])

@@ -15,6 +15,7 @@ former).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,6 +25,7 @@ from airflow_crashsafe.store import fences
 from airflow_crashsafe.store.dbapi import Db
 from airflow_crashsafe.store.fences import FENCE_TABLE
 from airflow_crashsafe.store.prepared import fetch_text
+from airflow_crashsafe.store.values import in_list
 
 __all__ = [
     "LEDGER_STATES",
@@ -34,6 +36,7 @@ __all__ = [
     "in_flight",
     "latest_version",
     "list_entries",
+    "page_entries",
     "prune",
     "prune_fences",
     "record_outcome",
@@ -425,6 +428,28 @@ def list_entries(
     sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "")
     rows = db.execute(sql + " ORDER BY intent_at DESC LIMIT %(limit)s", params).fetchall()
     return [_entry(row) for row in rows]
+
+
+def page_entries(
+    db: Db, *, dag_ids: Sequence[str], state: str | None = None, limit: int = 500
+) -> tuple[int, list[LedgerEntry]]:
+    """``(total, newest intent first up to limit)`` entries of the DAGs ``dag_ids``, of one state.
+
+    Filter, count, order and limit in one indexed query each (``crashsafe_ledger_state`` and
+    ``crashsafe_ledger_dag_intent``): an ``unknown`` key behind any number of newer successes is
+    found and counted.
+    """
+    if not dag_ids:
+        return 0, []
+    names, params = in_list("d", dag_ids)
+    params["limit"] = limit
+    where = f"dag_id IN ({names})"
+    if state is not None:
+        where += " AND state = %(state)s"
+        params["state"] = state
+    total = int(db.execute(f"SELECT count(*) FROM crashsafe_ledger WHERE {where}", params).fetchone()[0])
+    rows = db.execute(f"{_SELECT} WHERE {where} ORDER BY intent_at DESC LIMIT %(limit)s", params).fetchall()
+    return total, [_entry(row) for row in rows]
 
 
 def prune(db: Db, *, older_than: datetime) -> int:

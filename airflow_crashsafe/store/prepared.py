@@ -12,6 +12,10 @@ apply: another driver (psycopg2, sqlite3), prepared statements turned off (psyco
 ``prepare_threshold=None``, as behind PgBouncer in transaction mode, or the server no longer
 knowing the statement), or a parameter that is not text, an integer or None. With a transaction
 open on the connection the general path refuses: these statements must commit on their own.
+
+Both paths honour the store's timeouts (:mod:`~airflow_crashsafe.store.timeouts`): the server's
+``statement_timeout`` cancels a statement stuck behind a lock, and the fast path's own wait ends
+at the client deadline when the server does not answer at all; either is a clear ``StoreError``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from airflow_crashsafe import config
 from airflow_crashsafe.store.dbapi import Db
+from airflow_crashsafe.store.timeouts import timeout_error
 
 __all__ = ["fetch_text", "send_and_wait"]
 
@@ -62,6 +67,16 @@ def _shape(sql: str) -> _Shape:
 
 def fetch_text(db: Db, sql: str, params: Mapping[str, Any]) -> Rows:
     """Run ``sql`` as its own transaction in one round trip; its rows, every value text or None."""
+    try:
+        return _fetch_text(db, sql, params)
+    except Exception as exc:
+        error = timeout_error(db, exc)
+        if error is not None:
+            raise error from exc
+        raise
+
+
+def _fetch_text(db: Db, sql: str, params: Mapping[str, Any]) -> Rows:
     raw = db.raw
     pgconn = getattr(raw, "pgconn", None)
     if pgconn is None or db.prepared is None or getattr(raw, "prepare_threshold", 0) is None:
@@ -120,16 +135,28 @@ def send_and_wait(db: Db, send: Any) -> Any:
     An exception while waiting (a signal handler raising, the server going away) leaves the
     statement's answer unread on the wire, and the connection unusable: it is closed, so the store
     opens a new one at its next use. The statement itself commits or not on the server either way.
+    On a store connection the wait ends with a ``StoreError`` at the store's client deadline.
     """
     pgconn = db.raw.pgconn
     spin_seconds = config.ledger_spin_wait_ms() / 1000.0
+    timeouts = db.timeouts
+    deadline = None if timeouts is None else time.monotonic() + timeouts.client_deadline()
+
+    def wait_ms() -> int | None:
+        if deadline is None or timeouts is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise timeouts.statement_error()
+        return max(1, int(left * 1000))
+
     try:
         send()
         poller = select.poll()
         poller.register(pgconn.socket, select.POLLIN)
         while pgconn.flush():  # non-blocking connection: 1 while part of the message is unsent
             poller.modify(pgconn.socket, select.POLLIN | select.POLLOUT)
-            poller.poll()
+            poller.poll(wait_ms())
         poller.modify(pgconn.socket, select.POLLIN)
         _yield_cpu()
         first = None
@@ -143,7 +170,7 @@ def send_and_wait(db: Db, send: Any) -> Any:
                 first = first if first is not None else result
             # Stay on the CPU for a short while before sleeping: poll(0) returns at once (and lets
             # other threads run); the process only sleeps once the answer is slower than that.
-            poller.poll(0 if time.perf_counter() < spin_until else None)
+            poller.poll(0 if time.perf_counter() < spin_until else wait_ms())
     except BaseException:
         db.close()
         raise

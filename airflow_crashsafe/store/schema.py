@@ -98,6 +98,17 @@ def _digest_ddl(stamp: str, real: str) -> tuple[str, ...]:
     )
 
 
+_BOUNDED_UI_INDEXES = (
+    # The fences page and overview: kind and DAG filters, newest first, counted (store/events.py).
+    "CREATE INDEX IF NOT EXISTS crashsafe_events_kind ON crashsafe_events (kind, dag_id, id)",
+    # The ledger page: DAG and state filters, newest intent first, counted (store/ledger.py).
+    "CREATE INDEX IF NOT EXISTS crashsafe_ledger_dag_intent ON crashsafe_ledger (dag_id, intent_at)",
+    "CREATE INDEX IF NOT EXISTS crashsafe_ledger_state ON crashsafe_ledger (state, dag_id, intent_at)",
+    # Retention (store/retention.py): old events, old finished attempts.
+    "CREATE INDEX IF NOT EXISTS crashsafe_attempts_dag_updated ON crashsafe_attempts (dag_id, updated_at)",
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -160,6 +171,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         description="duplicate digest: each duplicated slot classified once, kept current incrementally",
         postgresql=_digest_ddl("TIMESTAMPTZ", "DOUBLE PRECISION"),
         sqlite=_digest_ddl("TEXT", "REAL"),
+    ),
+    Migration(
+        version=7,
+        description="indexes that keep every UI list and retention bounded (filtered, counted, limited)",
+        postgresql=_BOUNDED_UI_INDEXES,
+        sqlite=_BOUNDED_UI_INDEXES,
     ),
 )
 

@@ -3,8 +3,13 @@
 It lives in the database of the Airflow connection ``[crashsafe] conn_id`` (PostgreSQL in
 production, opened through the connection's own SQL hook; ``airflow_crashsafe.hooks.CrashsafeHook``
 is the connection's Airflow hook) or, when that connection does not exist, in an embedded SQLite
-file under ``$AIRFLOW_HOME`` (single machine only; said once in the log). The schema migrates
-itself on first use. Connections are kept one per thread, because a store is shared by a process's threads.
+file under ``$AIRFLOW_HOME`` (single machine only; said once in the log). The embedded fallback is
+refused when ``[core] executor`` can run tasks on several hosts: each host would keep its own
+ledger and fences, and a re-run on another host would find no intent and send again.
+
+The schema migrates itself on first use. Every connection gets the store's connect and statement
+timeouts (:mod:`~airflow_crashsafe.store.timeouts`). Connections are kept one per thread, because a
+store is shared by a process's threads.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from airflow_crashsafe import config
-from airflow_crashsafe.errors import StoreError
+from airflow_crashsafe.errors import ConfigurationError, StoreError
 from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import schema
 from airflow_crashsafe.store.dbapi import Db, connect_target, connect_url
+from airflow_crashsafe.store.events import EVENT_FIELDS, INSERT_EVENT
+from airflow_crashsafe.store.timeouts import StoreTimeouts, apply_store_timeouts, timeout_error
 
 __all__ = [
     "EVENT_KINDS",
@@ -36,39 +43,16 @@ log = logging.getLogger(__name__)
 #: What fenced writes record. Later capabilities add kinds; readers ignore kinds they do not know.
 EVENT_KINDS = ("committed", "fenced_out", "skipped_committed")
 
-_INSERT_EVENT = """
-INSERT INTO crashsafe_events (kind, dag_id, task_id, map_index, slot_partition, target, run_id,
-    try_number, ti_id, clear_number, hostname, pid, token, detail)
-VALUES (%(kind)s, %(dag_id)s, %(task_id)s, %(map_index)s, %(slot_partition)s, %(target)s,
-    %(run_id)s, %(try_number)s, %(ti_id)s, %(clear_number)s, %(hostname)s, %(pid)s, %(token)s,
-    %(detail)s)"""
-
-_EVENT_FIELDS = (
-    "id",
-    "kind",
-    "dag_id",
-    "task_id",
-    "map_index",
-    "slot_partition",
-    "target",
-    "run_id",
-    "try_number",
-    "ti_id",
-    "clear_number",
-    "hostname",
-    "pid",
-    "token",
-    "detail",
-    "created_at",
-)
-
 
 class Store:
     """crashsafe's own tables, behind a narrow interface; the only code that knows their SQL."""
 
-    def __init__(self, connect: Callable[[], Db], location: str) -> None:
+    def __init__(
+        self, connect: Callable[[], Db], location: str, *, timeouts: StoreTimeouts | None = None
+    ) -> None:
         self._connect = connect
         self.location = location
+        self._timeouts = timeouts  # None: the configured ones, read at the first connect
         self._local = threading.local()
         # Every thread's connection, so close() can close the ones no running thread still uses.
         self._opened: dict[int, tuple[threading.Thread, Db]] = {}
@@ -82,25 +66,54 @@ class Store:
             self.discard_connection()  # closed by close() elsewhere, or lost (server restart, failover)
             db = None
         if db is None:
-            try:
-                db = self._connect()
-            except StoreError:
-                raise
-            except Exception as exc:
-                raise StoreError(
-                    f"The crashsafe store at {self.location} cannot be reached ({exc}); check the "
-                    f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
-                ) from exc
+            db = self._open()
             self._local.db = db
             self._local.generation = self._generation
             with self._migrate_lock:
                 self._opened[threading.get_ident()] = (threading.current_thread(), db)
-        if not self._migrated:
-            with self._migrate_lock:
-                if not self._migrated:
-                    schema.migrate(db)
-                    self._migrated = True
         return db
+
+    @property
+    def timeouts(self) -> StoreTimeouts:
+        """The connect and statement timeouts of this store's connections."""
+        if self._timeouts is None:
+            self._timeouts = StoreTimeouts.configured(f"The crashsafe store at {self.location}")
+        return self._timeouts
+
+    def _open(self) -> Db:
+        """A new connection, the schema migrated, its statements bounded by the statement timeout.
+
+        The migration runs before the timeout applies: it may rightly wait for another process's.
+        """
+        timeouts = self.timeouts
+        try:
+            db = self._connect()
+        except StoreError:
+            raise
+        except Exception as exc:
+            if "timeout" in str(exc).lower():
+                raise timeouts.connect_error(exc) from exc
+            raise StoreError(
+                f"The crashsafe store at {self.location} cannot be reached ({exc}); check the "
+                f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
+            ) from exc
+        try:
+            if not self._migrated:
+                with self._migrate_lock:
+                    if not self._migrated:
+                        schema.migrate(db)
+                        self._migrated = True
+            apply_store_timeouts(db, timeouts)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def clear_error(self, db: Db, exc: BaseException) -> None:
+        """Raise the clear :class:`StoreError` when ``exc`` is a store timeout firing, else return."""
+        error = timeout_error(db, exc)
+        if error is not None:
+            raise error from exc
 
     def migrate(self) -> int:
         """Bring the schema up to date (also done on first use) and return its version."""
@@ -114,12 +127,13 @@ class Store:
         For the store-layer modules (``store.ledger``, ``store.fences``) that hold the SQL.
         """
         db = self._db()
-        db.begin(immediate=immediate)
         try:
+            db.begin(immediate=immediate)
             yield db
             db.commit()
-        except BaseException:
+        except BaseException as exc:
             self._rollback(db)
+            self.clear_error(db, exc)
             raise
 
     def _rollback(self, db: Db) -> None:
@@ -169,7 +183,7 @@ class Store:
         db = self._db()
         try:
             db.execute_alone(
-                _INSERT_EVENT,
+                INSERT_EVENT,
                 {
                     "kind": kind,
                     "dag_id": slot.dag_id,
@@ -187,9 +201,10 @@ class Store:
                     "detail": json.dumps(dict(detail or {}), default=str, sort_keys=True),
                 },
             )
-        except Exception:
+        except Exception as exc:
             if db.is_broken():
                 self.discard_connection()
+            self.clear_error(db, exc)
             raise
 
     def events(
@@ -205,16 +220,12 @@ class Store:
             names = [f"%(kind{i})s" for i in range(len(kind_list))]
             where.append(f"kind IN ({', '.join(names)})")
             params.update({f"kind{i}": kind for i, kind in enumerate(kind_list)})
-        sql = f"SELECT {', '.join(_EVENT_FIELDS)} FROM crashsafe_events"
+        sql = f"SELECT {', '.join(EVENT_FIELDS)} FROM crashsafe_events"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        db = self._db()
-        db.begin()
-        try:
-            rows = db.execute(sql + " ORDER BY id", params).fetchall()
-        finally:
-            self._rollback(db)
-        events = [dict(zip(_EVENT_FIELDS, row, strict=True)) for row in rows]
+        with self.transaction(immediate=False) as tx:
+            rows = tx.execute(sql + " ORDER BY id", params).fetchall()
+        events = [dict(zip(EVENT_FIELDS, row, strict=True)) for row in rows]
         for event in events:
             event["detail"] = json.loads(event["detail"] or "{}")
         return events
@@ -256,34 +267,58 @@ def store_connection_exists(conn_id: str) -> bool:
 
 def connection_store(conn_id: str) -> Store:
     """A new store in the database of Airflow connection ``conn_id`` (not cached: close it)."""
-    return Store(lambda: connect_target(conn_id), location=f"connection {conn_id!r}")
+
+    def connect() -> Db:
+        return connect_target(conn_id, connect_timeout=store.timeouts.connect_seconds)
+
+    store = Store(connect, location=f"connection {conn_id!r}")
+    return store
+
+
+def _embedded_store(conn_id: str) -> Store:
+    """The embedded SQLite store, unless ``[core] executor`` can run tasks on several hosts."""
+    global _said_embedded
+    path = config.embedded_store_path()
+    fleet = config.multi_host_executors()
+    if fleet and not config.allow_embedded_store_on_fleet():
+        raise ConfigurationError(
+            f"No Airflow connection {conn_id!r} (the crashsafe store) is visible here, and "
+            f"[core] executor = {', '.join(fleet)} runs tasks on several hosts: an embedded SQLite "
+            f"file per host ({path}) would split the ledger and the fences, and a re-run on another "
+            f"host would send again. Create the connection on every host that runs tasks, e.g. "
+            f"AIRFLOW_CONN_{conn_id.upper()}=postgresql://user:pass@host:5432/crashsafe or in the UI "
+            f"(Admin > Connections), then run `airflow-crashsafe db migrate`. If every task really "
+            "runs on this one host, set [crashsafe] allow_embedded_store_on_fleet = True."
+        )
+    if not _said_embedded:
+        log.info(
+            "crashsafe: no Airflow connection %r, using the embedded store %s "
+            "(single machine only; create the connection for PostgreSQL).",
+            conn_id,
+            path,
+        )
+        _said_embedded = True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Store(lambda: connect_url(f"sqlite:///{path}"), location=str(path))
 
 
 def open_store(url: str | None = None) -> Store:
-    """The process's store: ``url`` if given, else ``[crashsafe] conn_id``, else embedded SQLite."""
-    global _said_embedded
+    """The process's store: ``url`` if given, else ``[crashsafe] conn_id``, else embedded SQLite.
+
+    Raises :class:`ConfigurationError` instead of the embedded store when the executor can run
+    tasks on several hosts (unless ``[crashsafe] allow_embedded_store_on_fleet``).
+    """
     with _stores_lock:
         key = url or "<configured>"
         if key in _stores:
             return _stores[key]
         if url is not None:
-            store = Store(lambda: connect_url(url), location=url)
+            store = Store(lambda: connect_url(url, connect_timeout=store.timeouts.connect_seconds), url)
         else:
             conn_id = config.store_conn_id()
-            if store_connection_exists(conn_id):
-                store = connection_store(conn_id)
-            else:
-                path = config.embedded_store_path()
-                if not _said_embedded:
-                    log.info(
-                        "crashsafe: no Airflow connection %r, using the embedded store %s "
-                        "(single machine only; create the connection for PostgreSQL).",
-                        conn_id,
-                        path,
-                    )
-                    _said_embedded = True
-                path.parent.mkdir(parents=True, exist_ok=True)
-                store = Store(lambda: connect_url(f"sqlite:///{path}"), location=str(path))
+            store = (
+                connection_store(conn_id) if store_connection_exists(conn_id) else _embedded_store(conn_id)
+            )
         _stores[key] = store
         return store
 

@@ -10,14 +10,13 @@ anything is returned.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_crashsafe.audit import digest
 from airflow_crashsafe.audit.classify import RISKS, Execution, SlotReport, executions_of
-from airflow_crashsafe.store import Store, ledger
+from airflow_crashsafe.store import Store, dirty, events, ledger
 from airflow_crashsafe.store.attempts import task_rows
 from airflow_crashsafe.store.duplicates import DuplicateFilter
 from airflow_crashsafe.ui.access import Reader
@@ -39,6 +38,7 @@ __all__ = [
     "fence_events",
     "ledger_entries",
     "pending_classification",
+    "refresh_digest",
     "risk_counts",
     "timeline",
     "with_outages",
@@ -50,9 +50,17 @@ FENCE_KINDS = ("fenced_out", "skipped_committed")
 REFRESH_BUDGET_SECONDS = 0.3
 
 
-def pending_classification(store: Store) -> int:
-    """Catch the digest up (within the budget); how many changed task instances still wait."""
+def refresh_digest(store: Store) -> int:
+    """Catch the digest up (within the budget); how many changed task instances still wait, all DAGs."""
     return digest.refresh(store, budget_seconds=REFRESH_BUDGET_SECONDS, chunk=100).pending
+
+
+def pending_classification(reader: Reader) -> int:
+    """Catch the digest up (within the budget); how many changed task instances of readable DAGs wait."""
+    if not refresh_digest(reader.store):
+        return 0
+    with reader.store.transaction(immediate=False) as db:
+        return dirty.pending(db, dag_ids=reader.dags())
 
 
 def _execution(e: Execution) -> ExecutionOut:
@@ -148,14 +156,13 @@ def with_outages(timeline: Timeline, outages: Iterable[Outage]) -> Timeline:
 def ledger_entries(
     reader: Reader, *, state: str | None = None, limit: int = 500
 ) -> tuple[int, list[LedgerEntryOut]]:
-    """Idempotency keys of readable DAGs, newest intent first; requests never leave the store."""
-    entries: list[ledger.LedgerEntry] = []
-    with reader.store.transaction() as db:
-        for dag in reader.dags():
-            entries += ledger.list_entries(db, dag_id=dag, limit=limit)
-    entries = [e for e in entries if state in (None, e.state)]
-    entries.sort(key=lambda e: e.intent_at, reverse=True)
-    return len(entries), [
+    """``(total, newest intent first up to limit)`` idempotency keys of readable DAGs in ``state``.
+
+    Filtered, counted and limited in the store's SQL; requests never leave the store.
+    """
+    with reader.store.transaction(immediate=False) as db:
+        total, entries = ledger.page_entries(db, dag_ids=reader.dags(), state=state, limit=limit)
+    return total, [
         LedgerEntryOut(
             idem_key=e.idem_key,
             dag_id=e.dag_id,
@@ -175,30 +182,24 @@ def ledger_entries(
             result=redact(e.result),
             error=None if e.error is None else str(redact(e.error)),
         )
-        for e in entries[:limit]
+        for e in entries
     ]
-
-
-def _fence_rows(reader: Reader, kinds: list[str]) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    for dag in reader.dags():
-        events += reader.store.events(dag_id=dag, kinds=kinds)
-    return events
 
 
 def fence_counts(reader: Reader) -> dict[str, int]:
     """How many fence rejections and skipped committed writes the readable DAGs recorded."""
-    return dict(Counter(str(e["kind"]) for e in _fence_rows(reader, list(FENCE_KINDS))))
+    with reader.store.transaction(immediate=False) as db:
+        return events.count_by_kind(db, dag_ids=reader.dags(), kinds=FENCE_KINDS)
 
 
 def fence_events(
     reader: Reader, *, kind: str | None = None, limit: int = 500
 ) -> tuple[int, list[FenceEvent]]:
-    """Fence rejections and skipped committed work of readable DAGs, newest first."""
+    """Fence rejections and skipped committed work of readable DAGs, newest first (SQL-limited)."""
     kinds = [kind] if kind in FENCE_KINDS else list(FENCE_KINDS)
-    events = _fence_rows(reader, kinds)
-    events.sort(key=lambda e: int(e["id"]), reverse=True)
-    return len(events), [
+    with reader.store.transaction(immediate=False) as db:
+        total, rows = events.page(db, dag_ids=reader.dags(), kinds=kinds, limit=limit)
+    return total, [
         FenceEvent(
             id=int(e["id"]),
             kind=str(e["kind"]),
@@ -215,5 +216,5 @@ def fence_events(
             created_at=str(e["created_at"]),
             detail=dict(redact(e["detail"]) or {}),
         )
-        for e in events[:limit]
+        for e in rows
     ]

@@ -28,7 +28,7 @@ def duplicates_api(
     reader: ListReader, days: Days = 7, risk: RiskFilter = None, limit: Limit = 100
 ) -> DuplicateList:
     """Slots of readable DAGs that executed more than once, highest risk and newest first."""
-    pending = queries.pending_classification(reader.store)
+    pending = queries.pending_classification(reader)
     total, items = queries.duplicate_slots(reader, since=timedelta(days=days), risk=risk or None, limit=limit)
     return DuplicateList(total=total, items=items, pending_classification=pending)
 

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from airflow_crashsafe.store.ledger import LEDGER_STATES
 from airflow_crashsafe.ui import queries
-from airflow_crashsafe.ui.access import ListReader
+from airflow_crashsafe.ui.access import LedgerReader
 from airflow_crashsafe.ui.models import LedgerList
 from airflow_crashsafe.ui.render import list_page
 
@@ -22,7 +22,7 @@ Limit = Annotated[int, Query(ge=1, le=5000)]
 
 
 @router.get("/api/ledger", response_model=LedgerList)
-def ledger_api(reader: ListReader, state: StateFilter = None, limit: Limit = 500) -> LedgerList:
+def ledger_api(reader: LedgerReader, state: StateFilter = None, limit: Limit = 500) -> LedgerList:
     """Idempotency keys of readable DAGs, newest intent first."""
     total, items = queries.ledger_entries(reader, state=state or None, limit=limit)
     return LedgerList(total=total, items=items)
@@ -30,7 +30,7 @@ def ledger_api(reader: ListReader, state: StateFilter = None, limit: Limit = 500
 
 @router.get("/ledger", response_class=HTMLResponse, include_in_schema=False)
 def ledger_page(
-    request: Request, user: GetUserDep, reader: ListReader, state: StateFilter = None
+    request: Request, user: GetUserDep, reader: LedgerReader, state: StateFilter = None
 ) -> HTMLResponse:
     found = ledger_api(reader, state)
     return list_page("ledger", request, user, reader, found, {"state": state}, states=LEDGER_STATES)

@@ -29,7 +29,7 @@ def overview_api(store: StoreDep, allowed: ReadableDags, scheduler: SchedulerDep
     ok, components = scheduler.health()
     reader = Reader(store, allowed)
     kinds = queries.fence_counts(reader)
-    pending = queries.pending_classification(store)
+    pending = queries.pending_classification(reader)
     return Overview(
         generated_at=now,
         days=days,

@@ -57,7 +57,7 @@ def timeline_api(
     """
     found = None
     if dag_id in allowed:
-        queries.pending_classification(store)
+        queries.refresh_digest(store)
         found = queries.timeline(
             store,
             allowed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -220,3 +221,22 @@ def test_deliver_applies_what_exited_task_processes_left_in_the_spool(store: Sto
     assert sorted(r["pid"] for r in rows(store)) == [101, 202]
     assert spool.count() == 0
     assert deliver(store, tmp_path / "nothing-here") == 0
+
+
+def test_a_poison_spool_line_is_quarantined_and_the_rest_reach_the_store(
+    store: Store, tmp_path: Path
+) -> None:
+    """A wrong-typed spool line no longer blocks its file: the writer delivers the others, once."""
+    spool = Spool(tmp_path / "spool")
+    good = [start(1, 101, NOW), start(2, 202, NOW + timedelta(seconds=5))]
+    poison = {**start(9, 909, NOW).to_json(), "pid": "12ab"}
+    spool.directory.mkdir(parents=True)
+    spool.path.write_text(
+        "\n".join([json.dumps(good[0].to_json()), json.dumps(poison), json.dumps(good[1].to_json())]) + "\n"
+    )
+    writer = Writer(AttemptLog(store), spool, timeout=5.0)
+    assert writer.submit(start(3, 303, NOW + timedelta(seconds=9)))
+    assert writer.close(10.0)
+    assert sorted(r["pid"] for r in rows(store)) == [101, 202, 303]
+    assert spool.count() == 0
+    assert '"12ab"' in next((tmp_path / "spool").glob("*.poison")).read_text()

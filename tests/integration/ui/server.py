@@ -30,8 +30,16 @@ from drill.components import Component, health, kill_drill_processes, wait_until
 __all__ = ["DAGS", "PASSWORDS", "Server", "boot"]
 
 DAGS = ("alice_nightly", "alice_payouts", "bob_ledger")
-PASSWORDS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "admin": "admin-pw-3"}
-ACL = {"alice": ["alice_"], "bob": ["bob_"]}
+PASSWORDS = {
+    "alice": "alice-pw-1",
+    "bob": "bob-pw-2",
+    "admin": "admin-pw-3",
+    "carol": "carol-pw-4",
+    "dave": "dave-pw-5",
+}
+#: carol and dave read alice's DAGs too, but carol not their task instances, dave not their XComs.
+ACL = {"alice": ["alice_"], "bob": ["bob_"], "carol": ["alice_"], "dave": ["alice_"]}
+ENTITY_DENY = {"carol": ["TASK_INSTANCE"], "dave": ["XCOM"]}
 MARKUP_TASK = "<img src=x onerror=alert(1)>"
 
 
@@ -108,9 +116,12 @@ def boot(tmp: Path, *, with_scheduler: bool = False) -> Iterator[Server]:
         metadata_url=f"sqlite:///{home.metadata_sqlite}",
         extra={
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "alice:viewer,bob:viewer,admin:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(
+                f"{user}:{'admin' if user == 'admin' else 'viewer'}" for user in PASSWORDS
+            ),
             "AIRFLOW__CORE__AUTH_MANAGER": "tests.integration.ui.acl_auth_manager.AclAuthManager",
             "CRASHSAFE_TEST_DAG_ACL": json.dumps(ACL),
+            "CRASHSAFE_TEST_ENTITY_DENY": json.dumps(ENTITY_DENY),
         },
     )
     airflow = str(Path(sys.executable).parent / "airflow")

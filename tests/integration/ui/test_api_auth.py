@@ -30,7 +30,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def tokens(server: Server) -> dict[str, str]:
     """A JWT per user, from the real login endpoint."""
-    return {user: server.token(user) for user in ("alice", "bob", "admin")}
+    return {user: server.token(user) for user in ("alice", "bob", "admin", "carol", "dave")}
 
 
 def get(
@@ -167,3 +167,22 @@ def test_plugin_lists_the_nav_item_and_the_task_instance_tab(server: Server, tok
 
 def _partition(server: Server) -> str:
     return urllib.parse.quote(server.crash.partitions[0], safe="")
+
+
+def test_task_instance_and_xcom_access_is_checked_where_that_data_is_shown(
+    server: Server, tokens: dict[str, str]
+) -> None:
+    """Reading a DAG is not enough: its executions need task-instance read, its ledger XCom read too."""
+    carol = {path: json.loads(get(server, path, token=tokens["carol"])[2]) for path in API_ROUTES[:4]}
+    assert carol["/api/duplicates"]["total"] == 0
+    assert carol["/api/ledger"]["total"] == 0
+    assert carol["/api/fences"]["total"] == 0
+    assert carol["/api/overview"]["duplicates_by_risk"]["critical"] == 0
+    assert carol["/api/overview"]["pending_classification"] == 0
+    slot = "/api/timeline?dag_id=alice_nightly&task_id=load_0&partition=" + _partition(server)
+    assert get(server, slot, token=tokens["carol"])[0] == 404
+    assert get(server, slot, token=tokens["dave"])[0] == 200
+    dave = {path: json.loads(get(server, path, token=tokens["dave"])[2]) for path in API_ROUTES[1:4]}
+    assert {i["dag_id"] for i in dave["/api/duplicates"]["items"]} == {"alice_nightly", "alice_payouts"}
+    assert {e["dag_id"] for e in dave["/api/fences"]["items"]} == {"alice_payouts"}
+    assert dave["/api/ledger"]["total"] == 0  # vendor replies are what a task returned: XCom read

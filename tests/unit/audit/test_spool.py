@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+
+import pytest
 
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.spool import Spool
@@ -69,3 +73,64 @@ def test_a_drain_names_its_claims_after_its_pid(tmp_path: Path) -> None:
     spool.drain(lambda e: seen.extend(p.name for p in tmp_path.glob("*.draining")))
     [name] = seen
     assert name.split(".")[1].startswith(f"{os.getpid()}-")
+
+
+class _BadData(Exception):
+    """What psycopg raises for a value the column cannot take (SQLSTATE class 22)."""
+
+    sqlstate = "22P02"
+
+
+def _spool_lines(spool: Spool, lines: list[bytes]) -> None:
+    spool.directory.mkdir(parents=True, exist_ok=True)
+    spool.path.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def _line(event: AttemptEvent, **changes: object) -> bytes:
+    return json.dumps({**event.to_json(), **changes}, sort_keys=True).encode()
+
+
+def test_a_poison_line_is_quarantined_and_the_rest_delivered(tmp_path: Path) -> None:
+    """A wrong-typed field goes to a .poison file (logged once); the events after it still arrive."""
+    spool = Spool(tmp_path)
+    later = dataclasses.replace(EVENT, try_number=3)
+    _spool_lines(spool, [_line(EVENT), _line(EVENT, pid="12ab"), b"{not json", _line(later)])
+    got: list[AttemptEvent] = []
+    assert spool.drain(got.append) == 2
+    assert got == [EVENT, later]
+    poison = list(tmp_path.glob("*.poison"))
+    assert len(poison) == 1
+    assert b'"pid": "12ab"' in poison[0].read_bytes()
+    assert spool.pending_files() == []
+    assert spool.drain(got.append) == 0  # nothing left to block, nothing delivered twice
+
+
+def test_an_event_the_store_refuses_as_bad_data_is_quarantined(tmp_path: Path) -> None:
+    """An event the store rejects for its content is set aside; the next ones are delivered."""
+    spool = Spool(tmp_path)
+    refused = dataclasses.replace(EVENT, task_id="refused")
+    spool.append([refused, EVENT])
+    got: list[AttemptEvent] = []
+
+    def apply(event: AttemptEvent) -> None:
+        if event.task_id == "refused":
+            raise _BadData("invalid input syntax for type integer")
+        got.append(event)
+
+    assert spool.drain(apply) == 1
+    assert got == [EVENT]
+    assert b'"task_id": "refused"' in next(tmp_path.glob("*.poison")).read_bytes()
+
+
+def test_a_store_outage_keeps_every_event_for_later(tmp_path: Path) -> None:
+    """A store that is down is not bad data: nothing is quarantined, everything stays spooled."""
+    spool = Spool(tmp_path)
+    spool.append([EVENT, EVENT])
+
+    def down(event: AttemptEvent) -> None:
+        raise ConnectionError("store down")
+
+    with pytest.raises(ConnectionError):
+        spool.drain(down)
+    assert list(tmp_path.glob("*.poison")) == []
+    assert spool.count() == 2

@@ -23,7 +23,7 @@ from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 from airflow.api_fastapi.core_api.security import get_user
 
 from airflow_crashsafe.store.store import Store, open_store, reset_store_cache
-from airflow_crashsafe.ui.access import readable_dag_ids, ui_store
+from airflow_crashsafe.ui.access import readable_dag_ids, ui_store, xcom_readable_dag_ids
 from airflow_crashsafe.ui.app import create_app
 from airflow_crashsafe.ui.health import JobSpan, outages, scheduler_state
 from airflow_crashsafe.ui.models import ComponentHealth, Outage
@@ -60,6 +60,7 @@ class UiHarness:
         self.app = create_app()
         self.app.dependency_overrides[ui_store] = lambda: store
         self.app.dependency_overrides[readable_dag_ids] = self._allowed
+        self.app.dependency_overrides[xcom_readable_dag_ids] = self._allowed
         self.app.dependency_overrides[get_user] = self._user
         self.app.dependency_overrides[scheduler_state] = lambda: FakeScheduler(self.spans)
         self.client = TestClient(self.app, root_path="/crashsafe")
