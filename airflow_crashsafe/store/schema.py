@@ -173,7 +173,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         sqlite=_digest_ddl("TEXT", "REAL"),
     ),
     Migration(
-        version=7,
+        version=6,
         description="indexes that keep every UI list and retention bounded (filtered, counted, limited)",
         postgresql=_BOUNDED_UI_INDEXES,
         sqlite=_BOUNDED_UI_INDEXES,
