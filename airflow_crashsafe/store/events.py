@@ -3,7 +3,7 @@
 The UI lists fence rejections and skipped committed work of the DAGs a user may read; with
 hundreds of thousands of events, loading them all to filter and sort in Python took seconds. Every
 read here takes the DAG and kind filters, the order and the limit into one statement, served by
-the ``crashsafe_events_kind`` index, ``(kind, dag_id, id)`` (schema version 7). Writes stay in
+the ``crashsafe_events_kind`` index, ``(kind, dag_id, id)`` (schema version 6). Writes stay in
 :meth:`Store.record_event <airflow_crashsafe.store.store.Store.record_event>`.
 """
 
