@@ -61,6 +61,25 @@ def _fresh_crashsafe_config() -> Iterator[None]:
     reset_store_cache()  # a store opened under this test's settings must not serve the next test
 
 
+@pytest.fixture(autouse=True)
+def _close_audit_writers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each audit writer a test starts is closed when it ends: a writer's thread polls every tick
+    until closed, and the threads of earlier tests slow the drains later timing-bound tests measure."""
+    from airflow_crashsafe.audit.writer import Writer
+
+    made: list[Writer] = []
+    build = Writer.__init__
+
+    def recording(self: Writer, *args: object, **kwargs: object) -> None:
+        build(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(self)
+
+    monkeypatch.setattr(Writer, "__init__", recording)
+    yield
+    for writer in made:
+        writer.close(timeout=0)
+
+
 @pytest.fixture(scope="session")
 def postgres_server_url() -> Iterator[str]:
     """Admin URL of a real PostgreSQL: ``$CRASHSAFE_TEST_POSTGRES_URL``, else a throwaway cluster."""

@@ -58,6 +58,9 @@ class AuditSink(Protocol):
     def discard_connection(self) -> None:
         """A write failed: drop the connection it used, so the next write starts afresh."""
 
+    def release(self) -> None:
+        """The writer's thread is ending: close whatever this thread holds (its connection)."""
+
 
 @dataclass
 class _Job:
@@ -135,8 +138,9 @@ class Writer:
         """The process is about to exit: finish the write in flight and the drain under way.
 
         Waits at most ``timeout`` (default ``stop_timeout``); a drain still running then stops
-        between two events and puts the rest back in the spool. Starts no beacon afterwards. True
-        when nothing was left running. Never raises.
+        between two events and puts the rest back in the spool. Starts no beacon afterwards, and
+        the writer's thread ends once the limit has passed with nothing queued (a later ``submit``
+        spools). True when nothing was left running. Never raises.
         """
         try:
             limit = self.stop_timeout if timeout is None else timeout
@@ -186,8 +190,15 @@ class Writer:
         self.spooled += len(events)
 
     def _loop(self) -> None:
+        try:
+            self._serve()
+        finally:
+            with contextlib.suppress(Exception):
+                self.sink.release()  # this thread's store connection ends with it
+
+    def _serve(self) -> None:
         next_beacon = time.monotonic() + self.beacon_interval
-        while True:
+        while not (self._stop_draining() and self._queue.empty()):
             # Wake at least every tick: a SIGTERM only sets an attribute (see note_terminated).
             wait = max(0.0, min(self._tick, next_beacon - time.monotonic()))
             with contextlib.suppress(queue.Empty):

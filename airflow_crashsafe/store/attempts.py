@@ -287,3 +287,7 @@ class AttemptLog:
     def discard_connection(self) -> None:
         """Drop this thread's connection after a failure: the next write opens a fresh one."""
         self.store.discard_connection()
+
+    def release(self) -> None:
+        """The writer's thread is ending: close its connection."""
+        self.store.discard_connection()

@@ -69,9 +69,26 @@ class Store:
             db = self._open()
             self._local.db = db
             self._local.generation = self._generation
-            with self._migrate_lock:
-                self._opened[threading.get_ident()] = (threading.current_thread(), db)
+            self._register(db)
         return db
+
+    def _register(self, db: Db) -> None:
+        """Track this thread's new connection; close those of threads that have ended.
+
+        A finished thread's id is reused by the next thread, so without this its connection would
+        be dropped unclosed when the new thread registers under the same id.
+        """
+        me, current = threading.get_ident(), threading.current_thread()
+        with self._migrate_lock:
+            ended = [
+                ident
+                for ident, (thread, _) in self._opened.items()
+                if not thread.is_alive() or (ident == me and thread is not current)
+            ]
+            stale = [self._opened.pop(ident)[1] for ident in ended]
+            self._opened[me] = (current, db)
+        for old in stale:
+            old.close()
 
     @property
     def timeouts(self) -> StoreTimeouts:

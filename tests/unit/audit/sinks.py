@@ -21,6 +21,7 @@ class MemorySink:
         self.down = False
         self.delay = delay  # seconds each write takes (a store under load)
         self.discarded = 0
+        self.released = 0
         self.lock = threading.Lock()
 
     def apply(self, event: AttemptEvent) -> None:
@@ -39,3 +40,6 @@ class MemorySink:
 
     def discard_connection(self) -> None:
         self.discarded += 1
+
+    def release(self) -> None:
+        self.released += 1

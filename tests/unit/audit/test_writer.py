@@ -155,3 +155,14 @@ def test_no_beacon_starts_after_close(tmp_path: Path) -> None:
     count = len(sink.beacons)
     time.sleep(0.1)
     assert len(sink.beacons) == count
+
+
+def test_after_close_the_thread_ends_and_releases_its_connection(tmp_path: Path) -> None:
+    """Once close()'s limit has passed, the writer's thread stops polling and releases the sink."""
+    sink = Sink()
+    w = writer(sink, tmp_path, beacon_interval=3600)
+    assert w.submit(START)
+    assert w.close(timeout=0.05)
+    wait_for(lambda: sink.released == 1)
+    assert not w.submit(replace(START, pid=START.pid + 1))  # no thread left: spooled, not lost
+    assert w.spool.count() == 1
