@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_crashsafe import config
+from airflow_crashsafe.admission.operator import RecoveryAdmissionMixin
+from airflow_crashsafe.admission.rules import Deadline
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.fencing.decision import Adoption, Resume, Run, Wait, decide
 from airflow_crashsafe.fencing.runners import Runner, runner_for
@@ -32,7 +34,7 @@ __all__ = ["ON_KILL_CHOICES", "FencedSQLBase"]
 ON_KILL_CHOICES = ("leave", "cancel")
 
 
-class FencedSQLBase(BaseOperator):
+class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
     """A fenced write to ``conn_id``: decide, then run the operator's plan, once per slot.
 
     On PostgreSQL the write runs as one server-side unit that commits even if this process is
@@ -44,6 +46,11 @@ class FencedSQLBase(BaseOperator):
     :param adoption_timeout: how long to wait for it before cancelling it and taking over.
     :param on_kill_unit: ``"leave"`` (a SIGTERMed attempt's unit keeps running, to be adopted) or
         ``"cancel"`` (cancel it, as a client-driven transaction would be).
+    :param recovery_concurrency: recovery budget of the resource (docs/design.md, "Recovery
+        admission"); default ``[crashsafe] recovery_concurrency``; 0: a re-run never waits.
+    :param recovery_resource: name of the budget, to share one across connections (default ``conn_id``).
+    :param deadline: when the run must be done (datetime, time of day or ISO text): a re-run with
+        less slack is admitted first.
     """
 
     conn_id_field = "conn_id"
@@ -65,6 +72,9 @@ class FencedSQLBase(BaseOperator):
         adopt_in_flight: bool | None = None,
         adoption_timeout: timedelta | float | None = None,
         on_kill_unit: str | None = None,
+        recovery_concurrency: int | None = None,
+        recovery_resource: str | None = None,
+        deadline: Deadline | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -79,6 +89,9 @@ class FencedSQLBase(BaseOperator):
         self.adopt_in_flight = adopt_in_flight
         self.adoption_timeout = adoption_timeout
         self.on_kill_unit = on_kill_unit
+        self.recovery_concurrency = recovery_concurrency
+        self.recovery_resource = recovery_resource
+        self.deadline = deadline
 
     def write_plan(self) -> WritePlan[Any]:
         """What this operator writes, its arguments validated (before any connection opens)."""
@@ -123,11 +136,15 @@ class FencedSQLBase(BaseOperator):
                     kwargs={"awaited": decision.unit.as_dict(), "deadline": decision.deadline},
                 )
             if isinstance(decision, Run):
-                return runner.run(decision, plan, prepared)
+                with self.recovery_place(ctx):  # a recovery re-run may defer here for a place
+                    return runner.run(decision, plan, prepared)
             return decision.result
         finally:
             self._crashsafe_runner = None
             db.close()
+
+    def default_recovery_resource(self) -> str:
+        return self.conn_id
 
     def on_kill(self) -> None:
         """Leave a running server-side unit to finish (default) or cancel what is running."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_crashsafe.errors import StoreError
+from airflow_crashsafe.store import admission
 from airflow_crashsafe.store.dbapi import Db
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
@@ -160,6 +161,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         description="duplicate digest: each duplicated slot classified once, kept current incrementally",
         postgresql=_digest_ddl("TIMESTAMPTZ", "DOUBLE PRECISION"),
         sqlite=_digest_ddl("TEXT", "REAL"),
+    ),
+    Migration(
+        version=6,
+        description="admission: recovery re-runs waiting for and holding a place per resource",
+        postgresql=admission.ddl("postgresql"),
+        sqlite=admission.ddl("sqlite"),
     ),
 )
 
