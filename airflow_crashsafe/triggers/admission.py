@@ -88,18 +88,21 @@ class RecoveryAdmissionTrigger(BaseTrigger):
 
         probe = sync_to_async(self.probe)
         n = 0
-        while True:
-            try:
-                event = await probe()
-            except Exception as exc:  # keep waiting through a store blip
-                self.log.warning("crashsafe: polling for a recovery place failed (%s); retrying", exc)
-                await sync_to_async(self._store().discard_connection)()
-                event = None
-            if event is not None:
-                yield TriggerEvent(event)
-                return
-            if time.time() >= self.give_up_at:
-                yield TriggerEvent({"status": "timeout", "holder": self.holder})
-                return
-            await asyncio.sleep(jittered(n, cap=self.max_poll))
-            n += 1
+        try:
+            while True:
+                try:
+                    event = await probe()
+                except Exception as exc:  # keep waiting through a store blip
+                    self.log.warning("crashsafe: polling for a recovery place failed (%s); retrying", exc)
+                    await sync_to_async(self._store().discard_connection)()
+                    event = None
+                if event is not None:
+                    yield TriggerEvent(event)
+                    return
+                if time.time() >= self.give_up_at:
+                    yield TriggerEvent({"status": "timeout", "holder": self.holder})
+                    return
+                await asyncio.sleep(jittered(n, cap=self.max_poll))
+                n += 1
+        finally:
+            await sync_to_async(self._store().discard_connection)()
