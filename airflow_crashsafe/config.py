@@ -43,6 +43,9 @@ __all__ = [
     "ledger_spin_wait_ms",
     "multi_host_executors",
     "on_kill_unit",
+    "recovery_concurrency",
+    "recovery_lease_seconds",
+    "recovery_wait_seconds",
     "reset_cache",
     "store_conn_id",
     "store_connect_timeout_seconds",
@@ -209,6 +212,29 @@ def on_kill_unit() -> str:
     return value
 
 
+@functools.cache
+def recovery_concurrency() -> int:
+    """Default recovery budget per resource (0: admission off)."""
+    value = _number("recovery_concurrency", int)
+    if value < 0:
+        raise ConfigurationError(
+            f"[crashsafe] recovery_concurrency = {value}: set it to 0 (off) or a positive number of places."
+        )
+    return value
+
+
+@functools.cache
+def recovery_lease_seconds() -> float:
+    """How long a recovery place outlives its holder's last beacon, in seconds."""
+    return max(1.0, _number("recovery_lease_seconds", float))
+
+
+@functools.cache
+def recovery_wait_seconds() -> float:
+    """The most a recovery re-run waits for a place, in seconds."""
+    return max(0.0, _number("recovery_wait_seconds", float))
+
+
 def _truthy(value: str) -> bool:
     return value.strip().lower() not in {"false", "0", "no", "off"}
 
@@ -320,6 +346,9 @@ def reset_cache() -> None:
         adoption_timeout_seconds,
         adoption_without_triggerer,
         on_kill_unit,
+        recovery_concurrency,
+        recovery_lease_seconds,
+        recovery_wait_seconds,
         audit_enabled,
         audit_timeout_seconds,
         audit_beacon_seconds,

@@ -129,6 +129,34 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "leave",
         "version_added": "0.1.0",
     },
+    "recovery_concurrency": {
+        "description": "Recovery budget: how many re-runs that must redo work after a reset, a heartbeat "
+        "timeout or a lost worker may work on one resource (by default their target connection) at "
+        "once; the others wait, deferred or in the worker, and are admitted by deadline, then by how "
+        "much depends on them. First tries are never delayed. Operators' recovery_concurrency "
+        "argument overrides it. 0 turns admission off.",
+        "type": "integer",
+        "example": "4",
+        "default": "4",
+        "version_added": "0.1.0",
+    },
+    "recovery_lease_seconds": {
+        "description": "How long a recovery place outlives its holder's last sign of life (holders "
+        "refresh it several times within this bound). A holder on this host frees its place as soon "
+        "as its process is gone; one on another host after this long.",
+        "type": "float",
+        "example": "60",
+        "default": "60",
+        "version_added": "0.1.0",
+    },
+    "recovery_wait_seconds": {
+        "description": "The most a recovery re-run waits for a place (deferred or in the worker) before "
+        "it goes ahead over the budget, with a warning in its log.",
+        "type": "float",
+        "example": "3600",
+        "default": "3600",
+        "version_added": "0.1.0",
+    },
     "audit_enabled": {
         "description": "Whether the listener records every attempt's start and end in the store.",
         "type": "boolean",

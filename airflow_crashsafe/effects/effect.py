@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from airflow_crashsafe.admission.rules import Deadline
+from airflow_crashsafe.admission.worker import recovery_admission
 from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
 from airflow_crashsafe.errors import CrashsafeError
 from airflow_crashsafe.store.store import Store
@@ -80,13 +82,41 @@ def effect(
     slot_partition: str | None = None,
     store: Store | None = None,
     in_flight_wait: float | None = None,
+    recovery_resource: str | None = None,
+    recovery_concurrency: int | None = None,
+    deadline: Deadline | None = None,
 ) -> Iterator[Effect]:
     """Run a side effect at most once per slot and target (see the module docstring).
 
     An older attempt still inside the block (intent recorded, no ``done`` yet) is awaited up to
     ``in_flight_wait`` seconds (default ``[crashsafe] in_flight_wait_seconds``) and its result
     adopted; after that its outcome is unknown and ``on_unknown_outcome`` decides.
+
+    A recovery re-run first waits in the worker for a place of ``recovery_resource`` (default:
+    ``target``), before the ledger records anything (docs/design.md, "Recovery admission").
     """
+    with recovery_admission(
+        recovery_resource or target,
+        context=context,
+        concurrency=recovery_concurrency,
+        deadline=deadline,
+        store=store,
+    ):
+        yield from _effect_body(
+            target, context, payload, on_unknown_outcome, version, slot_partition, store, in_flight_wait
+        )
+
+
+def _effect_body(
+    target: str,
+    context: Mapping[str, Any] | None,
+    payload: Any,
+    on_unknown_outcome: UnknownOutcomePolicy,
+    version: int,
+    slot_partition: str | None,
+    store: Store | None,
+    in_flight_wait: float | None,
+) -> Iterator[Effect]:
     call = begin_call(
         target=target,
         request={"payload": payload},

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from airflow_crashsafe.admission.rules import Deadline
+from airflow_crashsafe.admission.worker import recovery_admission
 from airflow_crashsafe.errors import CrashsafeError
 from airflow_crashsafe.fencing.events import fenced_out_error, record_commit, record_skip
 from airflow_crashsafe.identity import (
@@ -93,6 +95,9 @@ def fenced_transaction(
     slot_partition: str | None = None,
     db: Db | None = None,
     store: Store | None = None,
+    recovery_resource: str | None = None,
+    recovery_concurrency: int | None = None,
+    deadline: Deadline | None = None,
 ) -> Iterator[FencedTransaction]:
     """Run the body's writes to ``conn_id`` as one fenced transaction on behalf of this attempt.
 
@@ -102,6 +107,9 @@ def fenced_transaction(
     :param slot_partition: override of the slot's partition (default: the logical date, else run id).
     :param db: an already open connection to use instead of opening ``conn_id`` (closed by caller).
     :param store: the crashsafe store to record events in (default: the configured one).
+    :param recovery_resource: the recovery budget a re-run that must write waits for a place of
+        (default ``conn_id``; docs/design.md, "Recovery admission"), with ``recovery_concurrency``
+        places (default ``[crashsafe] recovery_concurrency``) and ``deadline`` for its rank.
     """
     ctx = current_context(context)
     slot = slot_from_context(ctx, slot_partition)
@@ -122,7 +130,14 @@ def fenced_transaction(
             return
         if issue.token is None:
             raise fenced_out_error(conn, store, slot, target, attempt, None, issue.newer, "start")
-        with open_write(conn, slot, target, attempt, issue.token, store) as tx:
+        admission = recovery_admission(
+            recovery_resource or conn_id,
+            context=ctx,
+            concurrency=recovery_concurrency,
+            deadline=deadline,
+            store=store,
+        )
+        with admission, open_write(conn, slot, target, attempt, issue.token, store) as tx:
             yield tx
     finally:
         if owns_db:

@@ -16,6 +16,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
 from airflow_crashsafe import config
+from airflow_crashsafe.admission.operator import RecoveryAdmissionMixin
+from airflow_crashsafe.admission.rules import Deadline
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.fencing.decision import Adoption, Resume, Run, Wait, decide
 from airflow_crashsafe.fencing.runners import Runner, runner_for
@@ -35,7 +37,7 @@ ON_KILL_CHOICES = ("leave", "cancel")
 _TRIGGER_TIMEOUT = TriggerFailureReason.TRIGGER_TIMEOUT.value
 
 
-class FencedSQLBase(BaseOperator):
+class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
     """A fenced write to ``conn_id``: decide, then run the operator's plan, once per slot.
 
     On PostgreSQL the write runs as one server-side unit that commits even if this process is
@@ -50,6 +52,11 @@ class FencedSQLBase(BaseOperator):
         the worker (holding its slot) or ``"take_over"`` (cancel it and redo the work).
     :param on_kill_unit: ``"leave"`` (a SIGTERMed attempt's unit keeps running, to be adopted) or
         ``"cancel"`` (cancel it, as a client-driven transaction would be).
+    :param recovery_concurrency: recovery budget of the resource (docs/design.md, "Recovery
+        admission"); default ``[crashsafe] recovery_concurrency``; 0: a re-run never waits.
+    :param recovery_resource: name of the budget, to share one across connections (default ``conn_id``).
+    :param deadline: when the run must be done (datetime, time of day or ISO text): a re-run with
+        less slack is admitted first.
     """
 
     conn_id_field = "conn_id"
@@ -72,6 +79,9 @@ class FencedSQLBase(BaseOperator):
         adoption_timeout: timedelta | float | None = None,
         on_kill_unit: str | None = None,
         adoption_without_triggerer: str | None = None,
+        recovery_concurrency: int | None = None,
+        recovery_resource: str | None = None,
+        deadline: Deadline | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -89,6 +99,9 @@ class FencedSQLBase(BaseOperator):
         self.adoption_without_triggerer = check_without_triggerer(
             adoption_without_triggerer, kwargs.get("task_id")
         )
+        self.recovery_concurrency = recovery_concurrency
+        self.recovery_resource = recovery_resource
+        self.deadline = deadline
 
     def write_plan(self) -> WritePlan[Any]:
         """What this operator writes, its arguments validated (before any connection opens)."""
@@ -126,7 +139,8 @@ class FencedSQLBase(BaseOperator):
                 db.close()  # hold no connection while waiting
                 return self._write(context, self._await_unit(decision))
             if isinstance(decision, Run):
-                return runner.run(decision, plan, prepared)
+                with self.recovery_place(ctx):  # a recovery re-run may defer here for a place
+                    return runner.run(decision, plan, prepared)
             return decision.result
         finally:
             self._crashsafe_runner = None
@@ -151,6 +165,9 @@ class FencedSQLBase(BaseOperator):
             )
             return self._write(context, Resume(timed_out=True))
         return super().resume_execution(next_method, next_kwargs, context)
+
+    def default_recovery_resource(self) -> str:
+        return self.conn_id
 
     def on_kill(self) -> None:
         """Leave a running server-side unit to finish (default) or cancel what is running."""

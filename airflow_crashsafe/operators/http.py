@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
+from airflow_crashsafe.admission.operator import RecoveryAdmissionMixin
+from airflow_crashsafe.admission.rules import Deadline
 from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
 from airflow_crashsafe.effects.http_policy import (
     DECLARE_HINT,
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["IdempotentHttpOperator"]
 
 
-class IdempotentHttpOperator(BaseOperator):
+class IdempotentHttpOperator(RecoveryAdmissionMixin, BaseOperator):
     """Call an HTTP endpoint at most once per slot, with an idempotency key and a ledger.
 
     :param http_conn_id: Airflow HTTP connection (base URL and auth).
@@ -74,6 +76,12 @@ class IdempotentHttpOperator(BaseOperator):
         to adopt its result; default ``[crashsafe] in_flight_wait_seconds``.
     :param timeout: seconds per request.
     :param backoff_base: first backoff ceiling in seconds (doubling, capped at 30 s, full jitter).
+    :param recovery_concurrency: recovery budget of the resource (docs/design.md, "Recovery
+        admission"); default ``[crashsafe] recovery_concurrency``; 0: a re-run never waits.
+    :param recovery_resource: name of the budget, to share one across connections (default
+        ``http_conn_id``).
+    :param deadline: when the run must be done (datetime, time of day or ISO text): a re-run with
+        less slack is admitted first.
     """
 
     template_fields: Sequence[str] = ("endpoint", "json", "data", "headers", "target", "slot_partition")
@@ -102,6 +110,9 @@ class IdempotentHttpOperator(BaseOperator):
         timeout: float = 30.0,
         backoff_base: float = 0.5,
         slot_partition: str | None = None,
+        recovery_concurrency: int | None = None,
+        recovery_resource: str | None = None,
+        deadline: Deadline | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -129,6 +140,9 @@ class IdempotentHttpOperator(BaseOperator):
         self.timeout = timeout
         self.backoff_base = backoff_base
         self.slot_partition = slot_partition
+        self.recovery_concurrency = recovery_concurrency
+        self.recovery_resource = recovery_resource
+        self.deadline = deadline
 
     def _validate(self) -> None:
         if self.json is not None and self.data is not None:
@@ -189,6 +203,23 @@ class IdempotentHttpOperator(BaseOperator):
                 self.key_header,
                 DECLARE_HINT,
             )
+        # Before the ledger: a re-run killed while it waits for a place has recorded nothing.
+        with self.recovery_place(context):
+            return self._call(context, session, url, policy, on_unknown, undeclared=undeclared)
+
+    def default_recovery_resource(self) -> str:
+        return self.http_conn_id
+
+    def _call(
+        self,
+        context: Context,
+        session: requests.Session,
+        url: str,
+        policy: RedactionPolicy,
+        on_unknown: UnknownOutcomePolicy,
+        *,
+        undeclared: bool,
+    ) -> Any:
         try:
             call = begin_call(
                 target=self.target or self.task_id,

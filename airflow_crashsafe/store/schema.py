@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_crashsafe.errors import StoreError
+from airflow_crashsafe.store import admission
 from airflow_crashsafe.store.dbapi import Db
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
@@ -177,6 +178,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         description="indexes that keep every UI list and retention bounded (filtered, counted, limited)",
         postgresql=_BOUNDED_UI_INDEXES,
         sqlite=_BOUNDED_UI_INDEXES,
+    ),
+    Migration(
+        version=7,
+        description="admission: recovery re-runs waiting for and holding a place per resource",
+        postgresql=admission.ddl("postgresql"),
+        sqlite=admission.ddl("sqlite"),
     ),
 )
 

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 DIST = "airflow-crashsafe"
-EXPECTED_ALL = ["CrashsafeError", "FencedOut", "IdempotencyConflict", "fenced_transaction", "__version__"]
+EXPECTED_ALL = [
+    "CrashsafeError",
+    "FencedOut",
+    "IdempotencyConflict",
+    "fenced_transaction",
+    "recovery_admission",
+    "__version__",
+]
 
 
 def _own_entry_points(group: str) -> list[metadata.EntryPoint]:

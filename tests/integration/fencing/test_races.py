@@ -14,7 +14,7 @@ import pytest
 
 from airflow_crashsafe.identity import slot_from_context
 from airflow_crashsafe.store.dbapi import connect_url
-from airflow_crashsafe.store.store import Store
+from airflow_crashsafe.store.store import EVENT_KINDS, Store
 from tests.support.fencing import (
     OUTPUT_TABLE,
     AttemptSpec,
@@ -95,7 +95,7 @@ def _check_race(url: str, store: Store, specs: list[AttemptSpec], outcomes: list
         if o["outcome"] == "already_committed":
             assert o["committed_by"] == by_generation[o["clear"]], o
     assert fence.rejected_count == len(fenced)
-    kinds = Counter(e["kind"] for e in store.events(dag_id=specs[0].dag_id))
+    kinds = Counter(e["kind"] for e in store.events(dag_id=specs[0].dag_id, kinds=EVENT_KINDS))
     assert (
         kinds
         == Counter(

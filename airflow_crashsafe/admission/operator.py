@@ -1,0 +1,182 @@
+"""Recovery admission for the crashsafe operators: ask before the work, wait deferred while it is full.
+
+An operator mixes in :class:`RecoveryAdmissionMixin` and wraps its work in
+``with self.recovery_place(context):``. A recovery re-run whose budget is full leaves its waiting
+row in the store and defers to :class:`~airflow_crashsafe.triggers.admission.RecoveryAdmissionTrigger`
+(no worker slot held while it waits); resumed, it runs ``execute`` again and claims the place the
+trigger won for it. See docs/design.md, "Recovery admission".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow_crashsafe import config
+from airflow_crashsafe.admission.lease import Lease, poll, release, take
+from airflow_crashsafe.admission.rules import Deadline
+from airflow_crashsafe.admission.worker import Asking, admitted, prepare, wait_for_place
+from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.fencing.triggerer import triggerer_health
+from airflow_crashsafe.identity import current_context
+from airflow_crashsafe.store import admission as sql
+from airflow_crashsafe.triggers.admission import RecoveryAdmissionTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["RecoveryAdmissionMixin"]
+
+log = logging.getLogger(__name__)
+
+
+class RecoveryAdmissionMixin:
+    """What an operator needs for recovery admission (its ``__init__`` sets the three arguments).
+
+    :ivar recovery_concurrency: the budget; None: ``[crashsafe] recovery_concurrency``; 0: off.
+    :ivar recovery_resource: the budget's name; None: the operator's connection id.
+    :ivar deadline: when the run must be done (datetime, time of day or ISO text); sooner goes first.
+    """
+
+    recovery_concurrency: int | None = None
+    recovery_resource: str | None = None
+    deadline: Deadline | None = None
+    # Set only between resume_after_admission and the work it resumes: the place won while deferred.
+    _crashsafe_resumed: dict[str, Any] | None = None
+
+    def default_recovery_resource(self) -> str:
+        """The resource when ``recovery_resource`` is not given (the operator's connection id)."""
+        raise NotImplementedError
+
+    if TYPE_CHECKING:  # provided by BaseOperator
+
+        def defer(self, **kwargs: Any) -> NoReturn: ...
+
+        def execute(self, context: Context) -> Any: ...
+
+    @contextmanager
+    def recovery_place(self, context: Context | Mapping[str, Any]) -> Iterator[Lease | None]:
+        """Hold a recovery place for the block if this is a recovery re-run (may defer instead)."""
+        lease = self._admit(context)
+        try:
+            yield lease
+        finally:
+            if lease is not None:
+                lease.release()
+
+    def resume_after_admission(
+        self, context: Context, admission: Mapping[str, Any], event: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Back from the triggerer with a place (or a timeout): run ``execute`` again, which claims it."""
+        self._crashsafe_resumed = {**admission, **(event or {})}
+        try:
+            return self.execute(context)
+        finally:
+            left = self._crashsafe_resumed
+            self._crashsafe_resumed = None
+            if left is not None:  # the work was not needed after all (e.g. committed meanwhile)
+                self._give_back(int(left["holder"]))
+
+    def _give_back(self, holder: int) -> None:
+        from airflow_crashsafe.store.store import open_store
+
+        try:
+            release(open_store(), holder)
+        except Exception as exc:  # the row then dies with its beacon
+            log.warning("crashsafe: releasing recovery place %s failed (%s)", holder, exc)
+
+    def _admit(self, context: Context | Mapping[str, Any]) -> Lease | None:
+        resumed, self._crashsafe_resumed = self._crashsafe_resumed, None
+        resource = self.recovery_resource or self.default_recovery_resource()
+        try:
+            asking = prepare(
+                resource,
+                current_context(context),
+                concurrency=self.recovery_concurrency,
+                deadline=self.deadline,
+                store=None,
+            )
+            if asking is None:
+                if resumed is not None:
+                    self._give_back(int(resumed["holder"]))
+                return None
+            if resumed:
+                outcome = self._after_trigger(asking, resumed)
+            else:
+                outcome = self._first_ask(asking)
+                if isinstance(outcome, tuple):
+                    health = triggerer_health()
+                    if not health.alive:  # a deferral would never resume: wait here instead
+                        release(asking.store, outcome[0])
+                        log.warning(
+                            "crashsafe: no live triggerer (%s); waiting for a recovery place in the worker.",
+                            health.reason,
+                        )
+                        return wait_for_place(asking, config.recovery_wait_seconds())
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # admission damps load; a store outage must not stop the work
+            log.warning("crashsafe: recovery admission unavailable (%s); going ahead without a place.", exc)
+            return None
+        if isinstance(outcome, tuple):
+            self._defer_for_place(asking, *outcome)
+        return outcome
+
+    def _first_ask(self, asking: Asking) -> Lease | tuple[int, float]:
+        ticket = take(asking.store, asking.request, asking.k, hostname=socket.gethostname(), pid=os.getpid())
+        if ticket.place is not None:
+            return admitted(asking, ticket.holder, ticket.place, 0.0)
+        return ticket.holder, time.time()
+
+    def _after_trigger(self, asking: Asking, resumed: Mapping[str, Any]) -> Lease | tuple[int, float] | None:
+        holder, arrived = int(resumed["holder"]), float(resumed["arrived"])
+        status = resumed.get("status")
+        me, pid = socket.gethostname(), os.getpid()
+        if status == "timeout":
+            release(asking.store, holder)
+            log.warning(
+                "crashsafe: no recovery place for resource %r within %.0f s; going ahead over the budget.",
+                asking.request.resource,
+                time.time() - arrived,
+            )
+            return None
+        with asking.store.transaction() as db:
+            claimed = status == "admitted" and sql.claim(db, holder, hostname=me, pid=pid)
+            # The place went stale before this task resumed, or the row was lost: ask again, same rank.
+            requeued = claimed or sql.requeue(db, holder, hostname=me, pid=pid)
+        if claimed:
+            return admitted(asking, holder, int(resumed["place"]), time.time() - arrived)
+        if not requeued:
+            holder = take(asking.store, asking.request, asking.k, hostname=me, pid=pid).holder
+        try:
+            place = poll(asking.store, holder, asking.request.resource, asking.k, hostname=me, pid=pid)
+        except LookupError:
+            place = None
+        if place is not None:
+            return admitted(asking, holder, place, time.time() - arrived)
+        return holder, arrived
+
+    def _defer_for_place(self, asking: Asking, holder: int, arrived: float) -> NoReturn:
+        with asking.store.transaction() as db:
+            sql.hand_off(db, holder)
+        log.info(
+            "crashsafe: waiting for a recovery place for resource %r (budget %d; %s); deferring.",
+            asking.request.resource,
+            asking.k,
+            asking.verdict.reason,
+        )
+        self.defer(
+            trigger=RecoveryAdmissionTrigger(
+                holder=holder,
+                resource=asking.request.resource,
+                k=asking.k,
+                give_up_at=arrived + config.recovery_wait_seconds(),
+            ),
+            method_name="resume_after_admission",
+            kwargs={"admission": {"holder": holder, "arrived": arrived}},
+        )
