@@ -22,11 +22,19 @@ from airflow_crashsafe.store import admission as sql
 from airflow_crashsafe.store.store import Store, open_store, reset_store_cache
 from airflow_crashsafe.testing import NaiveVendor, fake_context
 from airflow_crashsafe.triggers.admission import RecoveryAdmissionTrigger
+from tests.support.airflow_health import api_server_health, health_body
 from tests.support.sql_target import SqlTarget
 
 pytestmark = pytest.mark.integration
 
 DAY = "2024-01-02"
+
+
+@pytest.fixture(autouse=True)
+def _healthy_triggerer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A triggerer heartbeats (the api-server's health says so), so a waiting re-run defers."""
+    with api_server_health(monkeypatch, health_body()):
+        yield
 
 
 @pytest.fixture
@@ -170,3 +178,15 @@ def test_trigger_times_out_and_the_rerun_goes_ahead_over_budget(
         _resume(_load(target), context, deferred, event)
         assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
         assert [r["state"] for r in _rows(store, "warehouse")] == ["admitted"]  # the other's place only
+
+
+def test_without_a_triggerer_a_rerun_waits_for_its_place_in_the_worker(
+    store: Store, target: SqlTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No live triggerer: the re-run never defers (it would never resume); it waits here, bounded."""
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__RECOVERY_WAIT_SECONDS", "1")
+    context = fake_context(task_id="load_revenue", try_number=2)
+    with api_server_health(monkeypatch, health_body(triggerer=None)), _budget_full(store, "warehouse"):
+        _load(target).execute(context)  # no TaskDeferred: waited in the worker, then went ahead
+    assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
+    assert _rows(store, "warehouse") == []
