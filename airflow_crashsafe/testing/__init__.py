@@ -2,12 +2,14 @@
 
 :mod:`~airflow_crashsafe.testing.vendor` (payment vendors with and without idempotency keys),
 :mod:`~airflow_crashsafe.testing.http` (an HTTP server answering from your function),
-:mod:`~airflow_crashsafe.testing.postgres` (a throwaway PostgreSQL cluster) and
+:mod:`~airflow_crashsafe.testing.postgres` (a throwaway PostgreSQL cluster),
+:class:`RecordingSink` (an alert sink that keeps what it is sent) and
 :func:`fake_context` (a task context made of plain objects).
 """
 
 from __future__ import annotations
 
+from airflow_crashsafe.testing.alerts import RecordingSink
 from airflow_crashsafe.testing.context import fake_context
 from airflow_crashsafe.testing.http import LocalServer, Reply, serve
 from airflow_crashsafe.testing.postgres import PostgresCluster, drop_database, make_database, start_cluster
@@ -19,6 +21,7 @@ __all__ = [
     "NaiveVendor",
     "PostgresCluster",
     "Received",
+    "RecordingSink",
     "Reply",
     "drop_database",
     "fake_context",

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_crashsafe.alerting import Alert, Dispatcher, Sink
+from airflow_crashsafe.alerting import Dispatcher
+from airflow_crashsafe.testing.alerts import RecordingSink
 from airflow_crashsafe.watchdog.claims import ClaimDir
 from airflow_crashsafe.watchdog.deadline_rules import DeadlineWatch
 from airflow_crashsafe.watchdog.deadlines import parse_deadlines
@@ -30,15 +31,6 @@ HISTORY = {"extract": (1800.0,), "load": (1800.0,)}  # 1 h in all
 #: The previous day's run, done in time: its deadline (06:00 on the 14th) is still watched.
 YESTERDAY = RunView("yesterday", "scheduled", "success", DUE - timedelta(days=1))
 SPEC = {"dag_id": "nightly", "at": "06:00", "timezone": "Europe/Berlin", "severity": "critical"}
-
-
-class Capture(Sink):
-    def __init__(self) -> None:
-        super().__init__(name="capture")
-        self.alerts: list[Alert] = []
-
-    def send(self, alert: Alert) -> None:
-        self.alerts.append(alert)
 
 
 @dataclass
@@ -109,7 +101,7 @@ class FakeSource:
 
 
 def watchdog(
-    world: World, tmp_path: Path, sink: Capture, claims: ClaimDir | None = None, name: str = "a"
+    world: World, tmp_path: Path, sink: RecordingSink, claims: ClaimDir | None = None, name: str = "a"
 ) -> Watchdog:
     """A watchdog of instance "prod" with the nightly deadline, a capturing sink and its own state."""
     deadlines = DeadlineWatch(parse_deadlines([SPEC]), "prod", repeat_interval=0, claims=claims)
@@ -119,7 +111,7 @@ def watchdog(
     return Watchdog(source, rules, Dispatcher([sink]), state, clock=world.clock, deadlines=deadlines)
 
 
-def deadline_events(sink: Capture) -> list[tuple[str, str]]:
+def deadline_events(sink: RecordingSink) -> list[tuple[str, str]]:
     return [(a.event, a.dedup_key.split(":")[2]) for a in sink.alerts if ":deadline_" in a.dedup_key]
 
 
@@ -129,9 +121,12 @@ def running(start: datetime, *tasks: TaskProgress, state: str = "running") -> Ru
     )
 
 
+Setup = tuple[World, RecordingSink, Watchdog]
+
+
 @pytest.fixture
-def setup(tmp_path: Path) -> tuple[World, Capture, Watchdog]:
-    world, sink = World(), Capture()
+def setup(tmp_path: Path) -> Setup:
+    world, sink = World(), RecordingSink("capture")
     return world, sink, watchdog(world, tmp_path, sink)
 
 
@@ -140,7 +135,7 @@ def at(world: World, when: datetime, dog: Watchdog) -> None:
     dog.tick()
 
 
-def test_dead_scheduler_past_the_deadline_pages_missed(setup: tuple[World, Capture, Watchdog]) -> None:
+def test_dead_scheduler_past_the_deadline_pages_missed(setup: Setup) -> None:
     """A run stuck running behind a dead scheduler pages 'missed' at the first poll past 06:00."""
     world, sink, dog = setup
     world.run = running(DUE, TaskProgress("extract", "success"), TaskProgress("load", "running", DUE))
@@ -157,7 +152,7 @@ def test_dead_scheduler_past_the_deadline_pages_missed(setup: tuple[World, Captu
     assert any(a.dedup_key.split(":")[2] == "scheduler_dead" for a in sink.alerts)
 
 
-def test_no_run_at_all_is_missed(setup: tuple[World, Capture, Watchdog]) -> None:
+def test_no_run_at_all_is_missed(setup: Setup) -> None:
     """A run the dead scheduler never created is missed too, and says so."""
     world, sink, dog = setup
     at(world, DEADLINE + timedelta(minutes=1), dog)
@@ -166,7 +161,7 @@ def test_no_run_at_all_is_missed(setup: tuple[World, Capture, Watchdog]) -> None
     assert "no run became due" in alert.summary
 
 
-def test_slow_run_pages_early_with_forecast_and_critical_path(setup: tuple[World, Capture, Watchdog]) -> None:
+def test_slow_run_pages_early_with_forecast_and_critical_path(setup: Setup) -> None:
     """Forecast later than the deadline pages before it, naming the forecast and the tasks driving it."""
     world, sink, dog = setup
     start = DEADLINE - timedelta(minutes=40)
@@ -189,7 +184,7 @@ def test_slow_run_pages_early_with_forecast_and_critical_path(setup: tuple[World
     assert dog.incidents == {}
 
 
-def test_on_time_run_and_early_success_never_page(setup: tuple[World, Capture, Watchdog]) -> None:
+def test_on_time_run_and_early_success_never_page(setup: Setup) -> None:
     """A run forecast in time is silent; one that succeeded before its deadline is skipped."""
     world, sink, dog = setup
     start = DEADLINE - timedelta(hours=2)
@@ -201,7 +196,7 @@ def test_on_time_run_and_early_success_never_page(setup: tuple[World, Capture, W
     assert deadline_events(sink) == []
 
 
-def test_failed_run_is_at_risk_then_missed(setup: tuple[World, Capture, Watchdog]) -> None:
+def test_failed_run_is_at_risk_then_missed(setup: Setup) -> None:
     """A failed run before the deadline pages early (it will miss unless cleared), then missed."""
     world, sink, dog = setup
     world.run = running(DUE, state="failed")
@@ -211,7 +206,7 @@ def test_failed_run_is_at_risk_then_missed(setup: tuple[World, Capture, Watchdog
     assert "run scheduled__2026-01-14T23:00:00+00:00 failed" in sink.alerts[0].summary
 
 
-def test_blind_poll_neither_opens_nor_resolves(setup: tuple[World, Capture, Watchdog]) -> None:
+def test_blind_poll_neither_opens_nor_resolves(setup: Setup) -> None:
     """While the source cannot be read, a deadline incident is kept as it is (no resolve)."""
     world, sink, dog = setup
     at(world, DEADLINE + timedelta(minutes=1), dog)
@@ -223,7 +218,7 @@ def test_blind_poll_neither_opens_nor_resolves(setup: tuple[World, Capture, Watc
 
 def test_two_replicas_send_one_dedup_key(tmp_path: Path) -> None:
     """Two replicas polling at different moments raise the same dedup key (a PagerDuty sink merges them)."""
-    world, sinks = World(), [Capture(), Capture()]
+    world, sinks = World(), [RecordingSink("capture"), RecordingSink("capture")]
     dogs = [watchdog(world, tmp_path, sink, name=name) for sink, name in zip(sinks, "ab", strict=True)]
     for offset, dog in zip((7, 31), dogs, strict=True):
         at(world, DEADLINE + timedelta(seconds=offset), dog)
@@ -234,7 +229,7 @@ def test_two_replicas_send_one_dedup_key(tmp_path: Path) -> None:
 
 def test_shared_claim_dir_sends_each_event_once(tmp_path: Path) -> None:
     """With a shared claim dir, two replicas deliver one trigger and one resolve between them."""
-    world, sinks = World(), [Capture(), Capture()]
+    world, sinks = World(), [RecordingSink("capture"), RecordingSink("capture")]
     claims = tmp_path / "claims"
     dogs = [watchdog(world, tmp_path, s, ClaimDir(claims), name) for s, name in zip(sinks, "ab", strict=True)]
     for seconds in (5, 10):
@@ -251,7 +246,7 @@ def test_shared_claim_dir_sends_each_event_once(tmp_path: Path) -> None:
 
 def test_restart_keeps_the_dedup_key(tmp_path: Path) -> None:
     """A restarted watchdog resolves under the same dedup key it triggered with (state file)."""
-    world, sink = World(), Capture()
+    world, sink = World(), RecordingSink("capture")
     at(world, DEADLINE + timedelta(seconds=5), watchdog(world, tmp_path, sink))
     world.run = running(DUE, state="success")
     at(world, DEADLINE + timedelta(minutes=5), watchdog(world, tmp_path, sink))
@@ -260,7 +255,7 @@ def test_restart_keeps_the_dedup_key(tmp_path: Path) -> None:
     assert trigger.dedup_key == resolve.dedup_key
 
 
-def test_occurrence_past_keep_is_forgotten_without_resolve(setup: tuple[World, Capture, Watchdog]) -> None:
+def test_occurrence_past_keep_is_forgotten_without_resolve(setup: Setup) -> None:
     """A missed deadline older than ``keep`` (1 day) is dropped, not reported as recovered."""
     world, sink, dog = setup
     at(world, DEADLINE + timedelta(seconds=5), dog)
@@ -290,7 +285,7 @@ def test_cli_reads_deadlines_from_the_config(tmp_path: Path, monkeypatch: pytest
 
 def test_airflow_deadline_alerts_page_without_the_scheduler(tmp_path: Path) -> None:
     """With watch_airflow_deadlines, Airflow's own deadline rows page missed and resolve on success."""
-    world, sink = World(airflow=[]), Capture()
+    world, sink = World(airflow=[]), RecordingSink("capture")
     watch = DeadlineWatch((), "prod", repeat_interval=0, airflow_severity="critical")
     reader = RunReader(watch.wanted, airflow_deadlines=True)
     rules = Rules(repeat_interval=0, instance="prod")

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_crashsafe.alerting import Alert, Dispatcher, Sink
+from airflow_crashsafe.alerting import Dispatcher
+from airflow_crashsafe.testing.alerts import RecordingSink
 from airflow_crashsafe.watchdog.api import ApiSource
 from airflow_crashsafe.watchdog.loop import Watchdog
 from airflow_crashsafe.watchdog.rules import Rules
@@ -30,15 +31,6 @@ def health(beat: datetime | None, status: str = "healthy", triggerer: str | None
     }
 
 
-class Capture(Sink):
-    def __init__(self) -> None:
-        super().__init__(name="capture")
-        self.alerts: list[Alert] = []
-
-    def send(self, alert: Alert) -> None:
-        self.alerts.append(alert)
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = T0
@@ -50,7 +42,7 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
-def make(url: str, tmp_path: Path, clock: Clock, sink: Capture, **kwargs: Any) -> Watchdog:
+def make(url: str, tmp_path: Path, clock: Clock, sink: RecordingSink, **kwargs: Any) -> Watchdog:
     """A watchdog on ``url`` with a fake clock, a capturing sink and a state file in tmp_path."""
     source = ApiSource(url, timeout=2, **kwargs.pop("source", {}))
     rules = Rules(
@@ -59,13 +51,13 @@ def make(url: str, tmp_path: Path, clock: Clock, sink: Capture, **kwargs: Any) -
     return Watchdog(source, rules, Dispatcher([sink]), StateFile(tmp_path / "state.json"), clock=clock)
 
 
-def events(sink: Capture) -> list[tuple[str, str, str]]:
+def events(sink: RecordingSink) -> list[tuple[str, str, str]]:
     return [(a.event, a.dedup_key.split(":", 2)[2].rsplit(":", 1)[0], a.severity) for a in sink.alerts]
 
 
 def test_fresh_heartbeat_is_healthy(tmp_path: Path) -> None:
     """A healthy status with a fresh heartbeat raises nothing."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(lambda _r: Reply(200, health(clock.now - timedelta(seconds=3)))) as server:
         dog = make(server.url, tmp_path, clock, sink)
         for _ in range(5):
@@ -77,7 +69,7 @@ def test_fresh_heartbeat_is_healthy(tmp_path: Path) -> None:
 
 def test_dead_scheduler_pages_once_repeats_and_resolves(tmp_path: Path) -> None:
     """A dead scheduler pages after the grace, once, repeats at the interval, and resolves on recovery."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     last_beat = T0 - timedelta(seconds=31)
     with serve(lambda _r: Reply(200, health(last_beat, "unhealthy"))) as server:
         dog = make(server.url, tmp_path, clock, sink)
@@ -101,7 +93,7 @@ def test_dead_scheduler_pages_once_repeats_and_resolves(tmp_path: Path) -> None:
 
 def test_stale_heartbeat_with_healthy_status_is_dead(tmp_path: Path) -> None:
     """Our own threshold applies even when the body still says healthy (a cached or skewed answer)."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(lambda _r: Reply(200, health(T0 - timedelta(seconds=45)))) as server:
         dog = make(server.url, tmp_path, clock, sink, grace=0)
         dog.tick()
@@ -110,7 +102,7 @@ def test_stale_heartbeat_with_healthy_status_is_dead(tmp_path: Path) -> None:
 
 def test_restart_within_grace_does_not_page(tmp_path: Path) -> None:
     """Unhealthy for less than the grace, then healthy again: nothing is sent."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(lambda _r: Reply(200, health(T0 - timedelta(seconds=40), "unhealthy"))) as server:
         dog = make(server.url, tmp_path, clock, sink, grace=30)
         dog.tick()
@@ -125,7 +117,7 @@ def test_restart_within_grace_does_not_page(tmp_path: Path) -> None:
 
 def test_open_incident_survives_watchdog_restart(tmp_path: Path) -> None:
     """A restarted watchdog neither pages again for an open incident nor forgets to resolve it."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(lambda _r: Reply(200, health(T0 - timedelta(seconds=60), "unhealthy"))) as server:
         make(server.url, tmp_path, clock, sink, grace=0).tick()
         clock.advance(10)
@@ -145,7 +137,7 @@ def test_unreachable_api_server_alerts(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     dog = make(f"http://127.0.0.1:{port}", tmp_path, clock, sink, grace=0)
     dog.tick()
     assert events(sink) == [("trigger", "api_unreachable", "critical")]
@@ -167,7 +159,7 @@ def test_unreachable_api_server_alerts(tmp_path: Path) -> None:
 )
 def test_malformed_or_wrong_url_alerts_with_a_clear_error(tmp_path: Path, reply: Reply, needle: str) -> None:
     """Garbage, a wrong shape, a 404 or a 500 each raise an alert whose error says what is wrong."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(lambda _r: reply) as server:
         make(server.url, tmp_path, clock, sink, grace=0).tick()
     assert events(sink) == [("trigger", "api_unreachable", "critical")]
@@ -176,7 +168,7 @@ def test_malformed_or_wrong_url_alerts_with_a_clear_error(tmp_path: Path, reply:
 
 def test_unknown_while_blind_is_neither_opened_nor_resolved(tmp_path: Path) -> None:
     """While the api-server is down, an open scheduler incident stays open (no false resolve)."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(lambda _r: Reply(200, health(T0 - timedelta(seconds=60), "unhealthy"))) as server:
         dog = make(server.url, tmp_path, clock, sink, grace=0)
         dog.tick()
@@ -211,7 +203,7 @@ def _jobs_api(beats: dict[int, datetime], clock: Clock) -> Any:
 
 def test_ha_one_dead_replica_is_a_warning_not_a_page(tmp_path: Path) -> None:
     """Two schedulers, one SIGKILLed (row still running, stale beat): a warning; all dead: a page."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     beats = {1: T0 - timedelta(seconds=2), 2: T0 - timedelta(seconds=90)}
     with serve(_jobs_api(beats, clock)) as server:
         dog = make(server.url, tmp_path, clock, sink, grace=0, source={"token": "tok"})
@@ -227,7 +219,7 @@ def test_ha_one_dead_replica_is_a_warning_not_a_page(tmp_path: Path) -> None:
 
 def test_dead_triggerer_alerts_only_when_expected(tmp_path: Path) -> None:
     """An unhealthy triggerer pages in auto mode; a never-started one (status null) does not."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(
         lambda _r: Reply(
             200, {**health(T0), "triggerer": {"status": "unhealthy", "latest_triggerer_heartbeat": None}}
@@ -236,14 +228,14 @@ def test_dead_triggerer_alerts_only_when_expected(tmp_path: Path) -> None:
         make(server.url, tmp_path, clock, sink, grace=0).tick()
         assert events(sink) == [("trigger", "triggerer_dead", "critical")]
         server.answer(lambda _r: Reply(200, health(T0)))
-        other = Capture()
+        other = RecordingSink("capture")
         make(server.url, tmp_path / "b", clock, other, grace=0).tick()
     assert other.alerts == []
 
 
 def test_canary_without_credentials_warns(tmp_path: Path) -> None:
     """A canary that cannot be checked is a warning, never a silent pass."""
-    clock, sink = Clock(), Capture()
+    clock, sink = Clock(), RecordingSink("capture")
     with serve(lambda _r: Reply(200, health(T0))) as server:
         make(server.url, tmp_path, clock, sink, grace=0, canary_dag_id="canary", canary_max_age=600).tick()
     assert events(sink) == [("trigger", "canary_unchecked", "warning")]
