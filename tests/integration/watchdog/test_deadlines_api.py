@@ -33,7 +33,15 @@ pytestmark = pytest.mark.integration
 PASSWORD = "watch-pw-1"
 TASKS = {"extract": ["load"], "load": ["report"], "report": []}
 HISTORY = {"extract": 1200.0, "load": 1800.0, "report": 600.0}  # 20 + 30 + 10 min
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(timezone.utc)  # set again when this module's tests start: see _now_is_when_tests_run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _now_is_when_tests_run() -> None:
+    """Run and deadline times count from when these tests run, not from collection (in CI the e2e
+    tests run in between, and a task "running for 10 minutes" would have run for 25)."""
+    global NOW
+    NOW = datetime.now(timezone.utc)
 
 
 def stamp(at: datetime | None) -> str | None:
