@@ -9,6 +9,7 @@ values (``ti.id``, ``try_number``) deliberately do not contain it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -50,6 +51,7 @@ def _params(dag: Any, task: Any) -> dict[str, Any]:
     return out
 
 
+@functools.cache
 def _macros() -> SimpleNamespace:
     from airflow.sdk.execution_time import macros
 
@@ -115,10 +117,7 @@ class Renderer:
     """
 
     def __init__(self, dag: Any, task: Any) -> None:
-        import jinja2
-
-        self.env = dag.get_template_env(force_sandboxed=True)
-        self.env.undefined = jinja2.ChainableUndefined
+        self.env = _environment(dag)
         self.context = sample_context(dag, task)
         self.exts = tuple(getattr(task, "template_ext", ()) or ())
         self.search = [str(p) for p in [dag.folder, *_as_list(getattr(dag, "template_searchpath", None))]]
@@ -146,6 +145,25 @@ class Renderer:
                 if path.is_file():
                     return self.env.from_string(path.read_text()).render(**self.context)
             raise
+
+
+_LAST_ENV: list[tuple[Any, Any]] = []
+
+
+def _environment(dag: Any) -> Any:
+    """The DAG's sandboxed Jinja environment, lenient about undefined names.
+
+    Tasks are judged DAG by DAG, so the last DAG's environment is kept (and only that one: the
+    cluster policy runs in long-lived processes).
+    """
+    import jinja2
+
+    if _LAST_ENV and _LAST_ENV[0][0] is dag:
+        return _LAST_ENV[0][1]
+    env = dag.get_template_env(force_sandboxed=True)
+    env.undefined = jinja2.ChainableUndefined
+    _LAST_ENV[:] = [(dag, env)]
+    return env
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -97,7 +97,15 @@ class SqlFacts:
     cleared: dict[str, bool] = field(default_factory=dict)
 
 
+def _brief(stmt: exp.Expression) -> str:
+    """``INSERT mart.t``: enough to find a safe statement, without regenerating its SQL (costly)."""
+    target = stmt.args.get("this")
+    table = _table(target) if isinstance(target, exp.Expression) else ""
+    return f"{stmt.key.upper()} {table if table != '?' else ''}".strip()
+
+
 def _short(node: exp.Expression | str, limit: int = 160) -> str:
+    """The statement itself, for a finding a reader must act on."""
     text = node if isinstance(node, str) else node.sql()
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -154,7 +162,7 @@ def _merge_finding(stmt: exp.Merge, fix: str) -> Finding:
                 fix,
             )
     return Finding(
-        "safe", "natural_key_merge", [Reason("MERGE on a key: a re-run finds its rows", _short(stmt))]
+        "safe", "natural_key_merge", [Reason("MERGE on a key: a re-run finds its rows", _brief(stmt))]
     )
 
 
@@ -163,7 +171,7 @@ def _insert_finding(stmt: exp.Insert, fix: str) -> Finding | None:
     conflict = stmt.args.get("conflict")
     if stmt.args.get("overwrite"):
         return Finding(
-            "safe", "overwrite", [Reason("INSERT OVERWRITE replaces what was there", _short(stmt))]
+            "safe", "overwrite", [Reason("INSERT OVERWRITE replaces what was there", _brief(stmt))]
         )
     if conflict is None and not stmt.args.get("ignore"):
         return None
@@ -182,7 +190,7 @@ def _insert_finding(stmt: exp.Insert, fix: str) -> Finding | None:
                 "risky", "increment", [Reason("an upsert that adds to a column counts twice", inc)], fix
             )
     return Finding(
-        "safe", "natural_key_merge", [Reason("an upsert on a key: a re-run finds its rows", _short(stmt))]
+        "safe", "natural_key_merge", [Reason("an upsert on a key: a re-run finds its rows", _brief(stmt))]
     )
 
 
@@ -300,27 +308,27 @@ def _statement(
             return Finding(
                 "safe",
                 "ddl",
-                [Reason("SELECT INTO creates a table: a re-run fails, it adds nothing", _short(stmt))],
+                [Reason("SELECT INTO creates a table: a re-run fails, it adds nothing", _brief(stmt))],
             )
-        return Finding("safe", "read_only", [Reason("a read", _short(stmt))])
+        return Finding("safe", "read_only", [Reason("a read", _brief(stmt))])
     if isinstance(stmt, exp.Create):
         name = _table(stmt.this)
         if stmt.find(exp.TemporaryProperty) is not None:
             temp.add(name)
         if stmt.args.get("exists") or stmt.args.get("replace"):
-            return Finding("safe", "idempotent_ddl", [Reason("idempotent DDL", _short(stmt))])
-        return Finding("safe", "ddl", [Reason("DDL a re-run fails on instead of repeating", _short(stmt))])
+            return Finding("safe", "idempotent_ddl", [Reason("idempotent DDL", _brief(stmt))])
+        return Finding("safe", "ddl", [Reason("DDL a re-run fails on instead of repeating", _brief(stmt))])
     if isinstance(stmt, exp.Drop | exp.Alter | exp.Grant):
-        return Finding("safe", "ddl", [Reason("DDL: repeating it adds nothing", _short(stmt))])
+        return Finding("safe", "ddl", [Reason("DDL: repeating it adds nothing", _brief(stmt))])
     if isinstance(stmt, exp.TruncateTable):
         for t in stmt.expressions:
             cleared[t.sql()] = True
-        return Finding("safe", "overwrite", [Reason("TRUNCATE: repeating it changes nothing", _short(stmt))])
+        return Finding("safe", "overwrite", [Reason("TRUNCATE: repeating it changes nothing", _brief(stmt))])
     if isinstance(stmt, exp.Delete):
         table = _table(stmt.this)
         cleared[table] = _is_scoped(stmt.args.get("where"), markers)
         return Finding(
-            "safe", "delete", [Reason("a DELETE: repeating it removes nothing more", _short(stmt))]
+            "safe", "delete", [Reason("a DELETE: repeating it removes nothing more", _brief(stmt))]
         )
     if isinstance(stmt, exp.Update):
         table = _table(stmt.this)
@@ -336,7 +344,7 @@ def _statement(
         return Finding(
             "safe",
             "idempotent_update",
-            [Reason("an assignment: repeating it sets the same values", _short(stmt))],
+            [Reason("an assignment: repeating it sets the same values", _brief(stmt))],
         )
     if isinstance(stmt, exp.Merge):
         facts.written.append(_table(stmt.this))
@@ -345,7 +353,7 @@ def _statement(
         table = _table(stmt.this)
         facts.written.append(table)
         if table in temp:
-            return Finding("safe", "temporary", [Reason("writes a temporary table", _short(stmt))])
+            return Finding("safe", "temporary", [Reason("writes a temporary table", _brief(stmt))])
         handled = _insert_finding(stmt, fixes.get("merge", ""))
         if handled is not None:
             return handled
@@ -354,7 +362,7 @@ def _statement(
                 return Finding(
                     "safe",
                     "partition_overwrite",
-                    [Reason("DELETE of this run's rows then INSERT, in one transaction", _short(stmt))],
+                    [Reason("DELETE of this run's rows then INSERT, in one transaction", _brief(stmt))],
                 )
             why = "not in one transaction" if not in_txn else "the DELETE is not scoped to the run"
             return Finding(
@@ -365,7 +373,7 @@ def _statement(
             )
         if _inserts_missing_only(stmt, table):
             why = "inserts only the rows the table does not hold yet (NOT EXISTS / NOT IN)"
-            return Finding("safe", "insert_missing", [Reason(why, _short(stmt))])
+            return Finding("safe", "insert_missing", [Reason(why, _brief(stmt))])
         return Finding(
             "risky",
             "append",
@@ -380,7 +388,7 @@ def _statement(
         target = stmt.this.sql()
         if target.startswith("@") or not stmt.args.get("kind"):
             return Finding(
-                "safe", "export", [Reason("an export to a fixed location overwrites itself", _short(stmt))]
+                "safe", "export", [Reason("an export to a fixed location overwrites itself", _brief(stmt))]
             )
         if params.get("FORCE") == "TRUE":
             return Finding(
@@ -393,7 +401,7 @@ def _statement(
             return Finding(
                 "safe",
                 "load_once",
-                [Reason("COPY INTO from a stage skips files it already loaded", _short(stmt))],
+                [Reason("COPY INTO from a stage skips files it already loaded", _brief(stmt))],
             )
         facts.written.append(target)
         return Finding(
