@@ -14,7 +14,7 @@ from airflow_crashsafe.scan.model import Finding, Reason
 from airflow_crashsafe.scan.sql import PARAM_MARK, classify_sql
 
 if TYPE_CHECKING:
-    from airflow_crashsafe.scan.python_code import _Scope
+    from airflow_crashsafe.scan.python_code import Scope
 
 __all__ = ["RUN_SCOPED", "classify_call", "dotted", "is_protection", "snippet", "string_value"]
 
@@ -198,7 +198,7 @@ def _kw(node: ast.Call, *names: str) -> ast.expr | None:
     return None
 
 
-def _refs_run(node: ast.AST, scope: _Scope) -> bool:
+def _refs_run(node: ast.AST, scope: Scope) -> bool:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and (sub.id in scope.run_scoped or sub.id in RUN_SCOPED):
             return True
@@ -209,7 +209,7 @@ def _refs_run(node: ast.AST, scope: _Scope) -> bool:
     return False
 
 
-def _random(node: ast.AST, scope: _Scope, depth: int = 0) -> bool:
+def _random(node: ast.AST, scope: Scope, depth: int = 0) -> bool:
     """True when the expression (or a local name it uses) draws a random or time-based value."""
     if _RANDOM.search(ast.unparse(node)):
         return True
@@ -225,7 +225,7 @@ def _random(node: ast.AST, scope: _Scope, depth: int = 0) -> bool:
     return False
 
 
-def string_value(node: ast.expr | None, scope: _Scope, depth: int = 0) -> str | None:
+def string_value(node: ast.expr | None, scope: Scope, depth: int = 0) -> str | None:
     """The text of a string expression (run-scoped f-string values become the sample date)."""
     if node is None or depth > 6:
         return None
@@ -281,7 +281,7 @@ def string_value(node: ast.expr | None, scope: _Scope, depth: int = 0) -> str | 
     return None
 
 
-def _dialect(base: str, scope: _Scope, depth: int = 0) -> str | None:
+def _dialect(base: str, scope: Scope, depth: int = 0) -> str | None:
     text = base.lower()
     for key, dialect in _HOOK_DIALECTS.items():
         if key in text:
@@ -296,7 +296,7 @@ def _dialect(base: str, scope: _Scope, depth: int = 0) -> str | None:
     return scope.walk.dialect_hint if depth == 0 else None
 
 
-def _http(node: ast.Call, method: str, scope: _Scope) -> Finding:
+def _http(node: ast.Call, method: str, scope: Scope) -> Finding:
     headers = _kw(node, "headers")
     if method in {"GET", "HEAD", "OPTIONS"}:
         return Finding("safe", "http_get", [Reason(f"an HTTP {method} reads", snippet(node))])
@@ -328,7 +328,7 @@ def _http(node: ast.Call, method: str, scope: _Scope) -> Finding:
     )
 
 
-def classify_call(node: ast.Call, name: str, scope: _Scope) -> Finding | None:
+def classify_call(node: ast.Call, name: str, scope: Scope) -> Finding | None:
     """The finding of one call, or None when it reaches nothing outside (or is a user function)."""
     attr = name.rsplit(".", 1)[-1]
     base = name.rsplit(".", 1)[0].lower() if "." in name else ""
@@ -468,7 +468,7 @@ def classify_call(node: ast.Call, name: str, scope: _Scope) -> Finding | None:
     return None
 
 
-def _param_markers(node: ast.Call, scope: _Scope) -> list[str]:
+def _param_markers(node: ast.Call, scope: Scope) -> list[str]:
     """Markers of the placeholders whose parameter is a value of the run (``(ds,)``, ``{"day": ds}``)."""
     params = _kw(node, "parameters", "params", "vars") or (node.args[1] if len(node.args) > 1 else None)
     if isinstance(params, ast.Name) and params.id in scope.assigned:
@@ -483,7 +483,7 @@ def _param_markers(node: ast.Call, scope: _Scope) -> list[str]:
     return out
 
 
-def _sql(node: ast.Call, base: str, scope: _Scope) -> Finding | None:
+def _sql(node: ast.Call, base: str, scope: Scope) -> Finding | None:
     arg = _kw(node, "sql", "statement", "query") or (node.args[0] if node.args else None)
     text = scope.string_of(arg)
     sqlish = any(b in base for b in _SQL_BASE)

@@ -25,7 +25,7 @@ from airflow_crashsafe.scan import calls
 from airflow_crashsafe.scan.model import Finding, Reason
 from airflow_crashsafe.scan.sql import SqlFacts
 
-__all__ = ["analyze_callable"]
+__all__ = ["Scope", "analyze_callable"]
 
 _MAX_DEPTH = 3
 _LIBRARY_ROOTS = tuple(
@@ -109,11 +109,11 @@ def _analyze(fn: Any, walk: _Walk, depth: int) -> None:
         )
         return
     node, file, offset = found
-    scope = _Scope(fn, node, file, offset, walk, depth)
+    scope = Scope(fn, node, file, offset, walk, depth)
     scope.run()
 
 
-class _Scope(ast.NodeVisitor):
+class Scope(ast.NodeVisitor):
     """One function body: resolves names against its assignments and its module's globals."""
 
     def __init__(self, fn: Any, node: ast.AST, file: str, offset: int, walk: _Walk, depth: int) -> None:
