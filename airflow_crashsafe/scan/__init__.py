@@ -9,6 +9,15 @@ uses the same rules at parse time.
 
 from __future__ import annotations
 
-from airflow_crashsafe.scan.loader import ScanResult, judge, scan_paths
+from typing import Any
 
 __all__ = ["ScanResult", "judge", "scan_paths"]
+
+
+def __getattr__(name: str) -> Any:
+    """The loader's names, imported on first use: ``airflow-crashsafe --help`` loads no SQL parser."""
+    if name in __all__:
+        from airflow_crashsafe.scan import loader
+
+        return getattr(loader, name)
+    raise AttributeError(name)

@@ -7,8 +7,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from airflow_crashsafe.scan.render import FORMATS
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.scan.loader import ScanResult
 
 __all__ = ["DESCRIPTION", "add_arguments", "exit_code", "run"]
 
@@ -30,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=FAIL_ON,
         default="risky",
         help="exit 1 when a task is risky (default), risky or unknown, or never",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="also keep each scanned DAG's verdicts in the crashsafe store, for the UI's risk map",
     )
 
 
@@ -63,4 +72,20 @@ def run(args: argparse.Namespace) -> int:
     with _stdout_to_stderr():
         result = scan_paths(args.paths or None)
     print(render(result, args.format))
+    if args.record:
+        _record(result)
     return exit_code(result.summary(), args.fail_on)
+
+
+def _record(result: ScanResult) -> None:
+    import time
+
+    from airflow_crashsafe.store import open_store
+    from airflow_crashsafe.store.scans import record
+
+    with open_store().transaction() as db:
+        written = record(db, [t.as_dict() for t in result.tasks], scanned_at=time.time())
+    print(
+        f"recorded {written} task verdicts of {result.summary()['dags']} DAGs in the crashsafe store",
+        file=sys.stderr,
+    )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_crashsafe.scan.loader import ScanResult
+if TYPE_CHECKING:
+    from airflow_crashsafe.scan.loader import ScanResult
 
 __all__ = ["FORMATS", "render"]
 

@@ -88,3 +88,29 @@ def test_missing_path_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert "does not exist" in err
     assert "Traceback" not in err
+
+
+def test_record_keeps_the_verdicts_for_the_risk_map(
+    dags: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--record stores each scanned DAG's verdicts in the crashsafe store, risky first when read."""
+    from airflow_crashsafe.store import open_store, reset_store_cache
+    from airflow_crashsafe.store.scans import page
+
+    monkeypatch.delenv("AIRFLOW_CONN_CRASHSAFE_DEFAULT", raising=False)
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__EMBEDDED_PATH", str(tmp_path / "store.db"))
+    reset_store_cache()
+    try:
+        assert main(["scan", str(dags / "cli_dag.py"), "--record", "--fail-on", "never"]) == 0
+        assert "recorded 3 task verdicts of 1 DAGs" in capsys.readouterr().err
+        with open_store().transaction(immediate=False) as db:
+            total, rows = page(db, dag_ids=["cli_dag"], verdicts=["risky", "unknown", "safe"], limit=10)
+    finally:
+        reset_store_cache()
+    assert total == 3
+    assert [(r["task_id"], r["verdict"]) for r in rows] == [
+        ("append", "risky"),
+        ("proc", "unknown"),
+        ("read", "safe"),
+    ]
+    assert rows[0]["reasons"][0]["why"].startswith("an INSERT without a key")
