@@ -7,7 +7,9 @@ Hook it in from ``airflow_local_settings.py``::
 ``[crashsafe] policy_mode`` decides what it does (docs/scan.md, "The cluster policy"):
 
 - ``off`` (default): nothing, not even the judging;
-- ``warn``: log each task a re-run would harm, with the reason and the fix;
+- ``warn``: log each task a re-run would harm, with the reason and the fix, and record it in the
+  crashsafe store for the UI's risk map (once per task and process; a store that cannot be
+  reached is given up on for the process, with one warning, and never fails the parse);
 - ``enforce``: refuse the DAG (an ``AirflowClusterPolicyViolation``, shown as the file's import
   error) when a task is risky, unless it is protected or declared with ``replay_safe(task,
   reason=...)``;
@@ -67,6 +69,7 @@ def task_policy(task: Any) -> None:
     key = (dag.dag_id, task.task_id, finding.category)
     if key not in _WARNED:  # a dag-processor parses each file again and again
         _WARNED.add(key)
+        _record(dag, task, finding)
         log.warning(
             "crashsafe policy: %s.%s is unsafe to re-run (%s: %s). Fix: %s",
             dag.dag_id,
@@ -75,6 +78,28 @@ def task_policy(task: Any) -> None:
             _why(finding),
             finding.fix or "use a crashsafe operator",
         )
+
+
+_RECORDING = [True]
+
+
+def _record(dag: Any, task: Any, finding: Any) -> None:
+    """Keep the risky task's verdict in the store's scan results (the risk map reads them)."""
+    if not _RECORDING[0]:
+        return
+    import time
+
+    from airflow_crashsafe.scan.loader import judge
+    from airflow_crashsafe.store import open_store
+    from airflow_crashsafe.store.scans import record_task
+
+    try:
+        verdict = judge(dag, task).as_dict()
+        with open_store().transaction() as db:
+            record_task(db, verdict, scanned_at=time.time())
+    except Exception as exc:
+        _RECORDING[0] = False
+        log.warning("crashsafe policy: not recording risky tasks in the store in this process: %s", exc)
 
 
 def _why(finding: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from airflow_crashsafe.store.dbapi import Db
 from airflow_crashsafe.store.values import in_list
 
-__all__ = ["SCAN_FIELDS", "SCAN_TABLE", "ddl", "page", "record"]
+__all__ = ["SCAN_FIELDS", "SCAN_TABLE", "ddl", "page", "record", "record_task"]
 
 SCAN_TABLE = "crashsafe_scan_results"
 SCAN_FIELDS = (
@@ -67,6 +67,21 @@ def record(db: Db, tasks: Sequence[Mapping[str, Any]], *, scanned_at: float) -> 
         )
         db.execute(f"INSERT INTO {SCAN_TABLE} ({columns}) VALUES ({values})", row)
     return len(seen)
+
+
+def record_task(db: Db, task: Mapping[str, Any], *, scanned_at: float) -> None:
+    """Replace one task's row (the cluster policy records each risky task it sees at parse time)."""
+    db.execute(
+        f"DELETE FROM {SCAN_TABLE} WHERE dag_id = %(dag_id)s AND task_id = %(task_id)s",
+        {"dag_id": task["dag_id"], "task_id": task["task_id"]},
+    )
+    columns = ", ".join(SCAN_FIELDS)
+    values = ", ".join(f"%({f})s" for f in SCAN_FIELDS)
+    row = {f: task.get(f) for f in SCAN_FIELDS}
+    row.update(
+        reasons=json.dumps(task.get("reasons") or []), fix=str(task.get("fix") or ""), scanned_at=scanned_at
+    )
+    db.execute(f"INSERT INTO {SCAN_TABLE} ({columns}) VALUES ({values})", row)
 
 
 def page(

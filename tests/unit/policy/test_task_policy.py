@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,10 +64,17 @@ def test_off_by_default_changes_nothing(warehouse: None) -> None:
         assert "execute" not in vars(task)
 
 
-def test_warn_logs_each_risky_task_once(
-    warehouse: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_warn_logs_and_records_each_risky_task_once(
+    warehouse: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    """warn: one warning per risky task with its fix, however often the file is parsed; nothing wrapped."""
+    """warn: one warning per risky task with its fix, however often the file is parsed, and its
+    verdict in the store for the risk map; nothing wrapped."""
+    from airflow_crashsafe.store import open_store, reset_store_cache
+    from airflow_crashsafe.store.scans import page
+
+    monkeypatch.delenv("AIRFLOW_CONN_CRASHSAFE_DEFAULT", raising=False)
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__EMBEDDED_PATH", str(tmp_path / "store.db"))
+    reset_store_cache()
     _mode(monkeypatch, "warn")
     for _ in range(2):
         _, tasks = _dag()
@@ -82,6 +90,12 @@ def test_warn_logs_each_risky_task_once(
     ]
     assert all("Fix:" in m for m in warned)
     assert "execute" not in vars(tasks["post"])
+    try:
+        with open_store().transaction(immediate=False) as db:
+            _, rows = page(db, dag_ids=["policy_dag"], verdicts=["risky"], limit=10)
+    finally:
+        reset_store_cache()
+    assert sorted(r["task_id"] for r in rows) == ["append", "deferred", "post", "two"]
 
 
 def test_enforce_refuses_risky_but_accepts_declared(warehouse: None, monkeypatch: pytest.MonkeyPatch) -> None:
