@@ -81,7 +81,11 @@ def _sarif(result: ScanResult) -> dict[str, Any]:
             }
         )
     rules = [
-        {"id": f"crashsafe/{v}", "shortDescription": {"text": text}, "helpUri": "docs/scan.md"}
+        {
+            "id": f"crashsafe/{v}",
+            "shortDescription": {"text": text},
+            "help": {"text": "airflow-crashsafe's docs/scan.md: what each verdict means and how to fix it."},
+        }
         for v, text in _RULES.items()
     ]
     return {
