@@ -114,3 +114,26 @@ def test_record_keeps_the_verdicts_for_the_risk_map(
         ("read", "safe"),
     ]
     assert rows[0]["reasons"][0]["why"].startswith("an INSERT without a key")
+
+
+def test_default_path_is_the_dags_folder(
+    dags: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a PATH the scan reads [core] dags_folder."""
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
+    assert main(["scan", "--format", "json", "--fail-on", "never"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {t["dag_id"] for t in out["tasks"]} >= {"cli_dag"}
+
+
+def test_a_template_that_does_not_render_is_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQL whose template fails to render with the sample run is unknown, never safe."""
+    (tmp_path / "bad_template.py").write_text(
+        DAG.replace("cli_dag", "bad_template").replace("SELECT 1", "{{ macros.no_such_macro(ds) }}")
+    )
+    main(["scan", str(tmp_path), "--format", "json", "--fail-on", "never"])
+    tasks = {t["task_id"]: t for t in json.loads(capsys.readouterr().out)["tasks"]}
+    assert tasks["read"]["verdict"] == "unknown"
+    assert tasks["read"]["category"] == "unreadable_task"
