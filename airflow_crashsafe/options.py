@@ -224,11 +224,12 @@ OPTIONS: dict[str, dict[str, str | None]] = {
     },
     "policy_mode": {
         "description": "What the cluster policy airflow_crashsafe.policy.task_policy (hooked in from "
-        "airflow_local_settings.py) does with each task when a DAG file is parsed: off (nothing), warn (log "
-        "each task a re-run would harm, with its fix, and record it for the UI's risk map), enforce (refuse a DAG with such a task unless it is "
-        "protected or declared with replay_safe and a reason), or protect (warn, and give an HttpOperator "
-        "with a mutating method an idempotency key and the ledger, and fence a SQLExecuteQueryOperator whose "
-        "single statement writes one known table; see docs/scan.md).",
+        "airflow_local_settings.py) does with each task when a DAG file is parsed: off (nothing), "
+        "warn (log each task a re-run would harm, with its fix, and record it for the UI's risk map), "
+        "enforce (refuse a DAG with such a task unless it is protected or declared with replay_safe "
+        "and a reason), or protect (warn, and give an HttpOperator with a mutating method an "
+        "idempotency key and the ledger, and fence a SQLExecuteQueryOperator whose single statement "
+        "writes one known table; see docs/scan.md).",
         "type": "string",
         "example": "warn",
         "default": "off",
