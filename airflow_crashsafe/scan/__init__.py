@@ -2,7 +2,7 @@
 
 ``airflow-crashsafe scan`` loads DAG files with Airflow's DagBag (nothing runs) and judges each
 task: :mod:`.rules` by operator kind, :mod:`.sql` (statements, with sqlglot), :mod:`.python_code`
-and :mod:`.calls` (callables' source), :mod:`.bash`; :mod:`.loader` ties them together and
+:mod:`.calls`, :mod:`.call_names` and :mod:`.exprs` (callables' source), :mod:`.bash`; :mod:`.loader` ties them together and
 :mod:`.render` writes text, JSON or SARIF. The cluster policy (:mod:`airflow_crashsafe.policy`)
 uses the same rules at parse time.
 """

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_crashsafe.scan import calls
+from airflow_crashsafe.scan import exprs
+from airflow_crashsafe.scan.call_names import RUN_SCOPED
+from airflow_crashsafe.scan.calls import classify_call
 from airflow_crashsafe.scan.model import Finding, Reason
 from airflow_crashsafe.scan.sql import SqlFacts
 
@@ -128,7 +130,7 @@ class Scope(ast.NodeVisitor):
         self.protected = 0
         args = getattr(node, "args", None)
         self.run_scoped = (
-            {a.arg for a in (args.args + args.kwonlyargs) if a.arg in calls.RUN_SCOPED} if args else set()
+            {a.arg for a in (args.args + args.kwonlyargs) if a.arg in RUN_SCOPED} if args else set()
         )
 
     def run(self) -> None:
@@ -161,7 +163,7 @@ class Scope(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_With(self, node: ast.With) -> None:
-        guarded = any(calls.is_protection(calls.dotted(item.context_expr)) for item in node.items)
+        guarded = any(exprs.is_protection(exprs.dotted(item.context_expr)) for item in node.items)
         for item in node.items:
             self.visit(item.context_expr)
         if guarded:
@@ -173,7 +175,7 @@ class Scope(ast.NodeVisitor):
                     [
                         Reason(
                             "inside a crashsafe effect/fenced block",
-                            calls.snippet(node.items[0].context_expr),
+                            exprs.snippet(node.items[0].context_expr),
                         )
                     ],
                 ),
@@ -191,8 +193,8 @@ class Scope(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
-        name = calls.dotted(node.func)
-        finding = calls.classify_call(node, name, self)
+        name = exprs.dotted(node.func)
+        finding = classify_call(node, name, self)
         if finding is not None:
             if self.protected and finding.verdict in {"risky", "unknown"}:
                 finding = Finding("protected", "crashsafe_helper", finding.reasons)
@@ -221,7 +223,7 @@ class Scope(ast.NodeVisitor):
 
     def resolve(self, node: ast.expr) -> Any:
         """The object a call's name refers to (a function, a method of a known class), else None."""
-        parts = calls.dotted(node).split(".")
+        parts = exprs.dotted(node).split(".")
         if not parts or not parts[0]:
             return None
         obj: Any = self._root(parts[0])
@@ -247,4 +249,4 @@ class Scope(ast.NodeVisitor):
 
     def string_of(self, node: ast.expr | None) -> str | None:
         """The text of a string expression: literals, f-strings, names, ``+`` and ``.format``."""
-        return calls.string_value(node, self)
+        return exprs.string_value(node, self)
