@@ -2,9 +2,9 @@
 
 ``airflow-crashsafe scan`` loads DAG files with Airflow's DagBag (nothing runs) and judges each
 task: :mod:`.rules` by operator kind, :mod:`.sql` (statements, with sqlglot), :mod:`.python_code`
-:mod:`.calls`, :mod:`.call_names` and :mod:`.exprs` (callables' source), :mod:`.bash`; :mod:`.loader` ties them together and
-:mod:`.render` writes text, JSON or SARIF. The cluster policy (:mod:`airflow_crashsafe.policy`)
-uses the same rules at parse time.
+with :mod:`.calls`, :mod:`.call_names` and :mod:`.exprs` (callables' source), :mod:`.bash`;
+:mod:`.loader` ties them together and :mod:`.render` writes text, JSON or SARIF. The cluster
+policy (:mod:`airflow_crashsafe.policy`) uses the same rules at parse time.
 """
 
 from __future__ import annotations
