@@ -2,12 +2,14 @@
 
 Public surface: fenced writes (:func:`fenced_transaction` and the operators in
 ``airflow_crashsafe.operators``), :func:`recovery_admission` (a recovery budget for TaskFlow
-re-runs), and the error hierarchy rooted at :class:`CrashsafeError`.
+re-runs), :func:`replay_safe` (a task declared safe to run twice, with the reason; the scan and the
+cluster policy accept it), and the error hierarchy rooted at :class:`CrashsafeError`.
 """
 
 from __future__ import annotations
 
 from airflow_crashsafe.admission import recovery_admission
+from airflow_crashsafe.audit import replay_safe
 from airflow_crashsafe.errors import CrashsafeError, FencedOut, IdempotencyConflict
 from airflow_crashsafe.fencing import fenced_transaction
 
@@ -20,4 +22,5 @@ __all__ = [
     "__version__",
     "fenced_transaction",
     "recovery_admission",
+    "replay_safe",
 ]

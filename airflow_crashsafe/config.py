@@ -21,6 +21,7 @@ from airflow_crashsafe.options import OPTIONS
 __all__ = [
     "DEFAULT_API_URL",
     "OPTIONS",
+    "POLICY_MODES",
     "SINGLE_HOST_EXECUTORS",
     "adopt_in_flight",
     "adoption_timeout_seconds",
@@ -43,6 +44,7 @@ __all__ = [
     "ledger_spin_wait_ms",
     "multi_host_executors",
     "on_kill_unit",
+    "policy_mode",
     "recovery_concurrency",
     "recovery_lease_seconds",
     "recovery_wait_seconds",
@@ -212,6 +214,21 @@ def on_kill_unit() -> str:
     return value
 
 
+#: The cluster policy's modes, from doing nothing to protecting what it can.
+POLICY_MODES = ("off", "warn", "enforce", "protect")
+
+
+@functools.cache
+def policy_mode() -> str:
+    """The cluster policy's mode: "off" (default), "warn", "enforce" or "protect"."""
+    value = _get("policy_mode").strip().lower() or "off"
+    if value not in POLICY_MODES:
+        raise ConfigurationError(
+            f"[crashsafe] policy_mode = {value!r}: set it to one of {', '.join(POLICY_MODES)} (docs/scan.md)."
+        )
+    return value
+
+
 @functools.cache
 def recovery_concurrency() -> int:
     """Default recovery budget per resource (0: admission off)."""
@@ -346,6 +363,7 @@ def reset_cache() -> None:
         adoption_timeout_seconds,
         adoption_without_triggerer,
         on_kill_unit,
+        policy_mode,
         recovery_concurrency,
         recovery_lease_seconds,
         recovery_wait_seconds,

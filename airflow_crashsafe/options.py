@@ -222,6 +222,19 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "",
         "version_added": "0.1.0",
     },
+    "policy_mode": {
+        "description": "What the cluster policy airflow_crashsafe.policy.task_policy (hooked in from "
+        "airflow_local_settings.py) does with each task when a DAG file is parsed: off (nothing), "
+        "warn (log each task a re-run would harm, with its fix, and record it for the UI's risk map), "
+        "enforce (refuse a DAG with such a task unless it is protected or declared with replay_safe "
+        "and a reason), or protect (warn, and give an HttpOperator with a mutating method an "
+        "idempotency key and the ledger, and fence a SQLExecuteQueryOperator whose single statement "
+        "writes one known table; see docs/scan.md).",
+        "type": "string",
+        "example": "warn",
+        "default": "off",
+        "version_added": "0.1.0",
+    },
     "alerting_instance": {
         "description": "Name of this Airflow in the alerting DAG's alerts. Empty means <api host>/<dag_id>.",
         "type": "string",

@@ -87,6 +87,12 @@ def _watch(args: argparse.Namespace) -> int:
     return int(watch_cli.run(args))
 
 
+def _scan(args: argparse.Namespace) -> int:
+    from airflow_crashsafe.scan import cli as scan_cli
+
+    return int(scan_cli.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser."""
     parser = argparse.ArgumentParser(prog=PROG, description="airflow-crashsafe administration.")
@@ -146,6 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor_cli.add_arguments(doctor)
     doctor.set_defaults(handler=_doctor)
+
+    from airflow_crashsafe.scan import cli as scan_cli  # imports Airflow only when it runs
+
+    scan = commands.add_parser(
+        "scan", help="name every task that is unsafe to run twice", description=scan_cli.DESCRIPTION
+    )
+    scan_cli.add_arguments(scan)
+    scan.set_defaults(handler=_scan)
     return parser
 
 

@@ -17,6 +17,8 @@ package calls their functions (docs/design.md, "Store"):
   :mod:`~airflow_crashsafe.store.evidence` (fence events and ledger keys as protection evidence),
   :mod:`~airflow_crashsafe.store.audit_alerts` (slots already alerted), and
   :mod:`~airflow_crashsafe.store.values` (how their times and booleans are stored).
+- :mod:`~airflow_crashsafe.store.scans`: each task's latest verdict from ``airflow-crashsafe scan
+  --record``, for the UI's risk map.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_crashsafe.errors import StoreError
-from airflow_crashsafe.store import admission
+from airflow_crashsafe.store import admission, scans
 from airflow_crashsafe.store.dbapi import Db
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "latest_version", "migrate"]
@@ -184,6 +184,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         description="admission: recovery re-runs waiting for and holding a place per resource",
         postgresql=admission.ddl("postgresql"),
         sqlite=admission.ddl("sqlite"),
+    ),
+    Migration(
+        version=8,
+        description="scan results: each task's latest verdict from airflow-crashsafe scan --record",
+        postgresql=scans.ddl("postgresql"),
+        sqlite=scans.ddl("sqlite"),
     ),
 )
 

@@ -18,7 +18,7 @@ from fastapi.exception_handlers import http_exception_handler
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_crashsafe.ui.render import page
-from airflow_crashsafe.ui.routes import duplicates, fences, ledger, overview, timeline
+from airflow_crashsafe.ui.routes import duplicates, fences, ledger, overview, risk, timeline
 
 __all__ = ["SECURITY_HEADERS", "create_app"]
 
@@ -76,7 +76,7 @@ def create_app() -> FastAPI:
     )
     app.middleware("http")(_security_headers)
     app.add_exception_handler(StarletteHTTPException, _errors)
-    for module in (overview, duplicates, timeline, ledger, fences):
+    for module in (overview, duplicates, timeline, ledger, fences, risk):
         app.include_router(module.router)
 
     @app.get("/api/openapi.json", include_in_schema=False)

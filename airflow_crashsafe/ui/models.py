@@ -19,6 +19,8 @@ __all__ = [
     "Outage",
     "Overview",
     "RerunOut",
+    "RiskList",
+    "RiskTask",
     "Timeline",
 ]
 
@@ -172,3 +174,25 @@ class FenceEvent(BaseModel):
 class EventList(BaseModel):
     total: int
     items: list[FenceEvent]
+
+
+class RiskTask(BaseModel):
+    """A task's verdict from the latest recorded scan of its DAG, and what the audit saw it do."""
+
+    dag_id: str
+    task_id: str
+    file: str
+    line: int | None
+    operator: str
+    verdict: str = Field(description="protected, safe, risky or unknown (docs/scan.md)")
+    category: str
+    reasons: list[dict[str, Any]]
+    fix: str
+    scanned_at: datetime
+    duplicated_slots: int = Field(0, description="slots of this task the audit saw run more than once")
+    harmful_slots: int = Field(0, description="of those, the ones it judged risky (unprotected, harmful)")
+
+
+class RiskList(BaseModel):
+    total: int
+    items: list[RiskTask]

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_crashsafe.audit import digest
 from airflow_crashsafe.audit.classify import RISKS, Execution, SlotReport, executions_of
-from airflow_crashsafe.store import Store, dirty, events, ledger
+from airflow_crashsafe.store import Store, dirty, events, ledger, scans
 from airflow_crashsafe.store.attempts import task_rows
 from airflow_crashsafe.store.duplicates import DuplicateFilter
 from airflow_crashsafe.ui.access import Reader
@@ -27,6 +27,7 @@ from airflow_crashsafe.ui.models import (
     LedgerEntryOut,
     Outage,
     RerunOut,
+    RiskTask,
     Timeline,
 )
 from airflow_crashsafe.ui.redact import redact
@@ -40,6 +41,7 @@ __all__ = [
     "pending_classification",
     "refresh_digest",
     "risk_counts",
+    "risk_map",
     "timeline",
     "with_outages",
 ]
@@ -218,3 +220,35 @@ def fence_events(
         )
         for e in rows
     ]
+
+
+#: The scan's verdicts, risky first (docs/scan.md).
+SCAN_VERDICTS = ("risky", "unknown", "safe", "protected")
+#: How many duplicated slots the risk map reads from the digest to count runs per task.
+_RISK_DUPLICATES = 5000
+
+
+def risk_map(
+    reader: Reader, *, verdict: str | None, since: timedelta, limit: int = 500
+) -> tuple[int, list[RiskTask]]:
+    """``(total, risky first up to limit)`` tasks of readable DAGs from their latest recorded scan,
+    each with the slots the audit saw it run more than once within ``since`` (and how many harmfully)."""
+    verdicts = [verdict] if verdict in SCAN_VERDICTS else list(SCAN_VERDICTS)
+    with reader.store.transaction(immediate=False) as db:
+        total, rows = scans.page(db, dag_ids=reader.dags(), verdicts=verdicts, limit=limit)
+    runs: dict[tuple[str, str], list[int]] = {}
+    if rows:
+        refresh_digest(reader.store)
+        _, reports = digest.duplicates(reader.store, _duplicates(reader, since), limit=_RISK_DUPLICATES)
+        for r in reports:
+            counts = runs.setdefault((r.dag_id, r.task_id), [0, 0])
+            counts[0] += 1
+            counts[1] += r.risk in ("high", "critical")
+    items = []
+    for row in rows:
+        duplicated, harmful = runs.get((row["dag_id"], row["task_id"]), [0, 0])
+        scanned_at = datetime.fromtimestamp(float(row.pop("scanned_at")), tz=timezone.utc)
+        items.append(
+            RiskTask(**row, scanned_at=scanned_at, duplicated_slots=duplicated, harmful_slots=harmful)
+        )
+    return total, items

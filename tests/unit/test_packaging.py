@@ -20,6 +20,7 @@ EXPECTED_ALL = [
     "IdempotencyConflict",
     "fenced_transaction",
     "recovery_admission",
+    "replay_safe",
     "__version__",
 ]
 

@@ -15,8 +15,15 @@ from tests.integration.ui.server import DAGS, MARKUP_TASK, Server, boot
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
-API_ROUTES = ("/api/overview", "/api/duplicates", "/api/ledger", "/api/fences", "/api/openapi.json")
-PAGES = ("/", "/duplicates", "/ledger", "/fences")
+API_ROUTES = (
+    "/api/overview",
+    "/api/duplicates",
+    "/api/ledger",
+    "/api/fences",
+    "/api/risk",
+    "/api/openapi.json",
+)
+PAGES = ("/", "/duplicates", "/ledger", "/fences", "/risk")
 TIMELINE = "/timeline?dag_id=bob_ledger&task_id=load_0&run_id=x"
 
 
