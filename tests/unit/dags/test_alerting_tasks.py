@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import airflow  # noqa: F401  (its first import configures logging; done here, not inside caplog)
 import pytest
 
 from airflow_crashsafe.dags import AlertingSettings, build_alerting_dag
