@@ -3,10 +3,16 @@
 Both read the same facts (see :class:`~airflow_crashsafe.watchdog.runs.RunFetcher`), and neither
 needs the scheduler: the api-server and the DB answer while it is dead.
 
-* REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../dagRuns/{run_id}/
-  taskInstances``, ``.../tasks`` (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances``
-  (``state=success``, newest first) for durations; lists are paged as large as the server allows
-  (``[api] maximum_page_limit``, 100 by default). Airflow's own deadlines come from the UI's API,
+* REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../tasks``
+  (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances`` (``state=success``, newest first)
+  for durations; GET lists are paged as large as the server allows (``[api] maximum_page_limit``,
+  100 by default). A running run's task instances are read with the batch read ``POST
+  /api/v2/dags/~/dagRuns/~/taskInstances/list``, whose ``page_limit`` the server does not clamp:
+  one request for up to :data:`LIMIT` of them instead of one per 100. Between full reads, one
+  ``GET .../dagRuns/{run_id}/taskInstances?updated_at_gte=`` asks for the changed ones (the batch
+  read has no ``updated_at`` filter); when more changed than that one page holds, the batch read
+  replaces the rest of the pages. So a poll costs at most two requests per running run, however
+  many task instances changed. Airflow's own deadlines come from the UI's API,
   ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
   Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
 * DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
@@ -47,11 +53,23 @@ def _keep(found: dict[str, list[float]], task_id: str, duration: Any, per_task: 
         found[task_id].append(float(duration))
 
 
-class ApiRunFetcher:
-    """Reads through ``get_json(path, params)`` (:meth:`ApiSource.get_json`, authenticated)."""
+def _progress(t: dict[str, Any]) -> TaskProgress:
+    return TaskProgress(
+        str(t["task_id"]), t.get("state"), parse_timestamp(t.get("start_date")), t.get("map_index", -1)
+    )
 
-    def __init__(self, get_json: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
-        self.get_json = get_json
+
+Json = Callable[[str, dict[str, Any]], dict[str, Any]]
+#: The batch read of task instances (Airflow 3.3's ``get_task_instances_batch``).
+TI_BATCH_PATH = "/api/v2/dags/~/dagRuns/~/taskInstances/list"
+
+
+class ApiRunFetcher:
+    """Reads through ``get_json(path, params)`` and ``post_json(path, body)`` (:class:`ApiSource`'s,
+    authenticated). Without ``post_json``, task instances are read with paged GETs only."""
+
+    def __init__(self, get_json: Json, post_json: Json | None = None) -> None:
+        self.get_json, self.post_json = get_json, post_json
 
     def _pages(self, path: str, key: str, params: dict[str, Any], max_pages: int = 1000) -> Iterator[Any]:
         """Every item of a paged list. Asks for ``LIMIT`` a page; the server may clamp it lower."""
@@ -84,16 +102,31 @@ class ApiRunFetcher:
         self, dag_id: str, run_id: str, updated_since: datetime | None = None
     ) -> list[TaskProgress]:
         path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances"
-        params = {"updated_at_gte": updated_since.isoformat()} if updated_since else {}
-        return [
-            TaskProgress(
-                str(t["task_id"]),
-                t.get("state"),
-                parse_timestamp(t.get("start_date")),
-                t.get("map_index", -1),
-            )
-            for t in self._pages(path, "task_instances", params)
-        ]
+        if self.post_json is None:
+            params = {"updated_at_gte": updated_since.isoformat()} if updated_since else {}
+            return [_progress(t) for t in self._pages(path, "task_instances", params)]
+        if updated_since is not None:
+            since: dict[str, Any] = {"updated_at_gte": updated_since.isoformat(), "limit": LIMIT, "offset": 0}
+            body = self.get_json(path, since)
+            items = list(body.get("task_instances", []))
+            total = body.get("total_entries")
+            if total is None or len(items) >= int(total):
+                return [_progress(t) for t in items]
+        return [_progress(t) for t in self._batch(dag_id, run_id)]
+
+    def _batch(self, dag_id: str, run_id: str) -> Iterator[Any]:
+        """Every task instance of the run, :data:`LIMIT` a request (the batch read is not clamped)."""
+        assert self.post_json is not None
+        query = {"dag_ids": [dag_id], "dag_run_ids": [run_id], "page_limit": LIMIT, "order_by": "id"}
+        offset = 0
+        for _ in range(1000):
+            body = self.post_json(TI_BATCH_PATH, {**query, "page_offset": offset})
+            items = list(body.get("task_instances", []))
+            yield from items
+            offset += len(items)
+            total = body.get("total_entries")
+            if not items or (total is not None and offset >= total):
+                return
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         return graph_from_tasks(self.get_json(f"/api/v2/dags/{quote(dag_id, safe='')}/tasks", {})["tasks"])
