@@ -149,8 +149,9 @@ def test_openapi_schema_describes_the_json_api(server: Server, tokens: dict[str,
         "/api/timeline",
         "/api/ledger",
         "/api/fences",
+        "/api/runs-at-risk",
     }
-    assert {"Overview", "DuplicateList", "Timeline", "LedgerList", "EventList"} <= set(
+    assert {"Overview", "DuplicateList", "Timeline", "LedgerList", "EventList", "RunsAtRisk"} <= set(
         schema["components"]["schemas"]
     )
 
