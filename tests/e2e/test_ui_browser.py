@@ -220,17 +220,18 @@ def test_runs_at_risk_page(server: Server, browser: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
 
-    _pause(server, "alice_nightly")
-    _create_run(server, "alice_nightly", "manual__risk", datetime.now(timezone.utc).isoformat())
+    # alice_payouts never ran here: no history, so load_0 is forecast at the default 300 s.
+    _pause(server, "alice_payouts")
+    _create_run(server, "alice_payouts", "manual__risk", datetime.now(timezone.utc).isoformat())
     browser.delete_all_cookies()
     _login(browser, server, "alice")
     browser.get(f"{server.url}/crashsafe/")
     _wait(browser, ec.element_to_be_clickable((By.LINK_TEXT, "Runs at risk"))).click()
     row = _wait(browser, ec.presence_of_element_located((By.CSS_SELECTOR, "tr.risk-row")))
     text = row.text
-    assert "alice_nightly" in text
+    assert "alice_payouts" in text
     assert "manual__risk" in text
-    assert "alice_nightly_sla" in text
+    assert "alice_payouts_sla" in text
     assert "on track" in text
     assert "load_0" in row.find_element(By.CSS_SELECTOR, "ol.path").text
     assert "bob_ledger" not in browser.page_source

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Annotated
 
@@ -77,7 +78,8 @@ def runs_at_risk_api(
         rules, problems = Rules(), [str(exc)]
     found = runs_at_risk(session, dags, rules, now)
     items = [r for r in found.items if not state or r.state == state]
-    sources = ["Airflow's DeadlineAlerts"] + ([f"[[deadlines]] of {path}"] if path else [])
+    # The file's name only: a viewer needs to know which file, not where the server keeps it.
+    sources = ["Airflow's DeadlineAlerts"] + ([f"[[deadlines]] of {os.path.basename(path)}"] if path else [])
     return found.model_copy(
         update={"items": items, "total": len(items), "sources": sources, "problems": problems}
     )

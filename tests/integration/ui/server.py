@@ -80,12 +80,14 @@ def _write_dags(folder: Path) -> None:
 
 
 def _write_deadlines(folder: Path) -> Path:
-    """``[[deadlines]]`` two hours from now for manual runs of alice_nightly and bob_ledger (the
-    Runs at risk page shows the runs the tests trigger)."""
+    """``[[deadlines]]`` two hours from now for manual runs of three DAGs (the Runs at risk page
+    shows the runs the tests trigger)."""
     at = (datetime.now(timezone.utc) + timedelta(hours=2)).strftime("%H:%M")
     path = folder / "watchdog.toml"
     entry = '[[deadlines]]\nname = "{dag}_sla"\ndag_id = "{dag}"\nat = "{at}"\nrun_types = ["manual"]\n\n'
-    path.write_text("".join(entry.format(dag=dag, at=at) for dag in ("alice_nightly", "bob_ledger")))
+    path.write_text(
+        "".join(entry.format(dag=dag, at=at) for dag in ("alice_nightly", "alice_payouts", "bob_ledger"))
+    )
     return path
 
 
