@@ -1,8 +1,9 @@
 """Runs at risk over a real Airflow metadata database: deadlines, forecast, critical path, access.
 
-The metadata database is a SQLite file with Airflow 3.3.2's own schema (its models'
-``create_all``, once per module); rows are written as Airflow writes them: runs, task instances
-with their durations, the DAG's ``serialized_dag`` row, and a ``DeadlineAlert``'s ``deadline`` rows.
+The metadata database is a SQLite file, then a throwaway PostgreSQL database, with Airflow
+3.3.2's own schema (its models' ``create_all``, once per module and database); rows are written
+as Airflow writes them: runs, task instances with their durations, the DAG's ``serialized_dag``
+row, and a ``DeadlineAlert``'s ``deadline`` rows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session
 
 from airflow_crashsafe.store.store import open_store, reset_store_cache
@@ -28,18 +29,36 @@ GRAPH = {"extract": ["transform"], "transform": ["load"], "load": []}
 HISTORY = {"extract": 600.0, "transform": 1200.0, "load": 300.0}
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    """A SQLite metadata database with Airflow's own tables (created from its models)."""
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """A metadata database with Airflow's own tables (created from its models): a SQLite file, and
+    a throwaway PostgreSQL database whose sessions skip foreign-key checks (rows are written
+    without the DAG, version and callback rows Airflow would write beside them)."""
     from airflow.models import import_all_models
     from airflow.models.base import Base
 
     import_all_models()
-    path = tmp_path_factory.mktemp("metadata") / "airflow.db"
-    engine = create_engine(f"sqlite:///{path}")
+    if request.param == "sqlite":
+        engine = create_engine(f"sqlite:///{tmp_path_factory.mktemp('metadata') / 'airflow.db'}")
+        admin = url = None
+    else:
+        from airflow_crashsafe.testing.postgres import drop_database, make_database
+
+        admin = request.getfixturevalue("postgres_server_url")
+        url = make_database(admin, prefix="risk_metadata")
+        engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        event.listen(engine, "connect", _no_foreign_keys)
     Base.metadata.create_all(engine)
     yield engine
     engine.dispose()
+    if admin and url:
+        drop_database(admin, url)
+
+
+def _no_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = replica")
+    dbapi_connection.commit()
 
 
 class Metadata:
