@@ -262,11 +262,13 @@ def _paged_vs_batch(source: Any, touch: Callable[[], None], polls: int) -> None:
 
         def changed(f: ApiRunFetcher = fetcher) -> None:
             since = datetime.now(timezone.utc) - timedelta(seconds=60)
-            assert len(f.task_instances("big", "scheduled__now", since)) > 0
+            assert len(f.task_instances("big", ["scheduled__now"], since)["scheduled__now"]) > 0
 
         figures[label, "changed"] = timed(f"REST TIs {label}, all changed", polls, changed, touch)
         figures[label, "full"] = timed(
-            f"REST TIs {label}, full read", polls, lambda f=fetcher: f.task_instances("big", "scheduled__now")
+            f"REST TIs {label}, full read",
+            polls,
+            lambda f=fetcher: f.task_instances("big", ["scheduled__now"]),
         )
     for case in ("changed", "full"):
         ratio = figures["batch read", case] / figures["paged GETs (baseline)", case]
@@ -369,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                 fetcher = DbRunFetcher(rows, "postgresql")
                 durations = fetcher.durations("big", args.history)
                 downstream = fetcher.downstream("big")
-                progress = fetcher.task_instances("big", "scheduled__now")
+                progress = fetcher.task_instances("big", ["scheduled__now"])["scheduled__now"]
             expected = expected_durations(durations, downstream, 300.0)
             timed(
                 "forecast alone (critical path)",

@@ -9,12 +9,14 @@ needs the scheduler: the api-server and the DB answer while it is dead.
   100 by default). A running run's task instances are read with the batch read ``POST
   /api/v2/dags/~/dagRuns/~/taskInstances/list``, whose ``page_limit`` the server does not clamp:
   one request for up to :data:`LIMIT` of them instead of one per 100. Between full reads, one
-  ``GET .../dagRuns/{run_id}/taskInstances?updated_at_gte=`` asks for the changed ones (the batch
+  ``GET .../dagRuns/~/taskInstances?updated_at_gte=`` asks for the changed ones (the batch
   read has no ``updated_at`` filter); when more changed than that one page holds, the batch read
-  replaces the rest of the pages. So a poll costs at most two requests per running run, however
-  many task instances changed. Airflow's own deadlines come from the UI's API,
-  ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
-  Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
+  replaces the rest of the pages. Each covers every running run of the DAG at once, so a poll costs
+  at most three requests per DAG (the full read of runs new since the last poll, the changes of
+  the others), however many runs go and task instances changed. Airflow's own
+  deadlines come from the UI's API, ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST
+  API of 3.3.2, so it may change with Airflow), and each run's ``run_after`` from
+  ``.../dagRuns/{run_id}``.
 * DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
   ``dag_run`` and ``deadline_alert``.
 """
@@ -99,33 +101,44 @@ class ApiRunFetcher:
         ]
 
     def task_instances(
-        self, dag_id: str, run_id: str, updated_since: datetime | None = None
-    ) -> list[TaskProgress]:
-        path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances"
-        if self.post_json is None:
+        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+    ) -> dict[str, list[TaskProgress]]:
+        found: dict[str, list[TaskProgress]] = {run_id: [] for run_id in run_ids}
+        if not run_ids:
+            return found
+        dag = quote(dag_id, safe="")
+        if self.post_json is None:  # paged GETs, one run at a time
             params = {"updated_at_gte": updated_since.isoformat()} if updated_since else {}
-            return [_progress(t) for t in self._pages(path, "task_instances", params)]
-        if updated_since is not None:
+            for run_id in run_ids:
+                path = f"/api/v2/dags/{dag}/dagRuns/{quote(run_id, safe='')}/taskInstances"
+                found[run_id] = [_progress(t) for t in self._pages(path, "task_instances", params)]
+            return found
+        items: list[Any] | None = None
+        if updated_since is not None:  # every run of the DAG: one GET, however many runs go
             since: dict[str, Any] = {"updated_at_gte": updated_since.isoformat(), "limit": LIMIT, "offset": 0}
-            body = self.get_json(path, since)
+            body = self.get_json(f"/api/v2/dags/{dag}/dagRuns/~/taskInstances", since)
             items = list(body.get("task_instances", []))
             total = body.get("total_entries")
-            if total is None or len(items) >= int(total):
-                return [_progress(t) for t in items]
-        return [_progress(t) for t in self._batch(dag_id, run_id)]
+            if total is not None and len(items) < int(total):
+                items = None  # more changed than a page: the batch read instead of the other pages
+        for t in self._batch(dag_id, run_ids) if items is None else items:
+            run_id = str(t.get("dag_run_id"))
+            if run_id in found:
+                found[run_id].append(_progress(t))
+        return found
 
-    def _batch(self, dag_id: str, run_id: str) -> Iterator[Any]:
-        """Every task instance of the run, :data:`LIMIT` a request (the batch read is not clamped)."""
+    def _batch(self, dag_id: str, run_ids: Sequence[str]) -> Iterator[Any]:
+        """Every task instance of the runs, :data:`LIMIT` a request (the batch read is not clamped)."""
         assert self.post_json is not None
-        query = {"dag_ids": [dag_id], "dag_run_ids": [run_id], "page_limit": LIMIT, "order_by": "id"}
+        query = {"dag_ids": [dag_id], "dag_run_ids": list(run_ids), "page_limit": LIMIT, "order_by": "id"}
         offset = 0
         for _ in range(1000):
             body = self.post_json(TI_BATCH_PATH, {**query, "page_offset": offset})
-            items = list(body.get("task_instances", []))
-            yield from items
-            offset += len(items)
+            page = list(body.get("task_instances", []))
+            yield from page
+            offset += len(page)
             total = body.get("total_entries")
-            if not items or (total is not None and offset >= total):
+            if not page or (total is not None and offset >= total):
                 return
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
@@ -167,7 +180,10 @@ _RUNS = (
     "SELECT run_id, run_type, state, run_after, start_date, end_date FROM dag_run "
     "WHERE dag_id = {p} AND run_after >= {p} ORDER BY run_after DESC LIMIT 500"
 )
-_TIS = "SELECT task_id, state, start_date, map_index FROM task_instance WHERE dag_id = {p} AND run_id = {p}"
+_TIS = (
+    "SELECT run_id, task_id, state, start_date, map_index FROM task_instance "
+    "WHERE dag_id = {p} AND run_id IN ({runs})"
+)
 _GRAPH = (
     "SELECT data, data_compressed FROM serialized_dag WHERE dag_id = {p} ORDER BY last_updated DESC LIMIT 1"
 )
@@ -195,16 +211,19 @@ class DbRunFetcher:
         return [_run(*row) for row in self.rows(_RUNS, (dag_id, self._when(since)))]
 
     def task_instances(
-        self, dag_id: str, run_id: str, updated_since: datetime | None = None
-    ) -> list[TaskProgress]:
-        sql, params = _TIS, [dag_id, run_id]
+        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+    ) -> dict[str, list[TaskProgress]]:
+        found: dict[str, list[TaskProgress]] = {run_id: [] for run_id in run_ids}
+        if not run_ids:
+            return found
+        sql = _TIS.replace("{runs}", ", ".join(["{p}"] * len(run_ids)))
+        params: list[Any] = [dag_id, *run_ids]
         if updated_since is not None:
             sql += " AND updated_at >= {p}"
             params.append(self._when(updated_since))
-        return [
-            TaskProgress(str(task), state, parse_timestamp(start), int(index))
-            for task, state, start, index in self.rows(sql, params)
-        ]
+        for run, task, state, start, index in self.rows(sql, params):
+            found[str(run)].append(TaskProgress(str(task), state, parse_timestamp(start), int(index)))
+        return found
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         found = self.rows(_GRAPH, (dag_id,))
