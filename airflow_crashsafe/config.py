@@ -37,6 +37,7 @@ __all__ = [
     "audit_retention_days",
     "audit_timeout_seconds",
     "dead_mans_switch_url",
+    "deadlines_config",
     "embedded_store_path",
     "executor_names",
     "in_flight_wait_seconds",
@@ -293,6 +294,12 @@ def alerting_config() -> str | None:
 
 
 @functools.cache
+def deadlines_config() -> str | None:
+    """The TOML/JSON file whose ``[[deadlines]]`` the UI's Runs at risk page shows; None: not set."""
+    return _get("deadlines_config") or None
+
+
+@functools.cache
 def alerting_state_dir() -> Path:
     """Where the alerting DAG keeps its incidents and outbox."""
     return _under_airflow_home("alerting_state_dir", "crashsafe-alerting")
@@ -373,6 +380,7 @@ def reset_cache() -> None:
         api_conn_id,
         dead_mans_switch_url,
         alerting_config,
+        deadlines_config,
         alerting_state_dir,
         alerting_instance,
         _configured_api_url,

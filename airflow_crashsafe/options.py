@@ -214,6 +214,16 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "",
         "version_added": "0.1.0",
     },
+    "deadlines_config": {
+        "description": "TOML/JSON file with [[deadlines]] (the watchdog's --config file can be given: "
+        "other tables are ignored, [watch]'s deadline_keep, deadline_default_duration and "
+        "deadline_history are used). The UI's Runs at risk page shows the queued and running runs "
+        "these deadlines watch, with Airflow's own DeadlineAlert deadlines. Empty: Airflow's only.",
+        "type": "string",
+        "example": "/etc/crashsafe/watchdog.toml",
+        "default": "",
+        "version_added": "0.1.0",
+    },
     "alerting_state_dir": {
         "description": "Where the alerting DAG keeps incidents and its alert outbox. Empty means "
         "$AIRFLOW_HOME/crashsafe-alerting.",

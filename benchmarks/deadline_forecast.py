@@ -19,8 +19,10 @@ runs and one run with every task running. Then times, each ``--polls`` times:
 Prints p50 / max in milliseconds; the target is a warm poll of at most 200 ms.
 
 ``--api`` also boots a real api-server (SQLite metadata, the DAG parsed by ``airflow dags
-reserialize``) over the same runs and times the REST path's polls, which read the running run's
-task instances in pages of ``[api] maximum_page_limit`` (``--page-limit``, Airflow's default 100).
+reserialize``) over the same runs and times the REST path's polls (``[api] maximum_page_limit``
+``--page-limit``, Airflow's default 100, clamps GET lists; the running run's task instances come
+from the unclamped batch read ``POST .../taskInstances/list``), and prints the requests one warm
+poll sends, so a change in their number shows.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
+
+import requests
 
 from airflow_crashsafe.watchdog.db import DbSource
 from airflow_crashsafe.watchdog.deadline_rules import deadline_conditions
@@ -203,12 +207,18 @@ def api_figures(
         _seed_sqlite(str(home.metadata_sqlite), graph, args.history, now, rng)
         server.start()
         wait_until("the api-server", lambda: health(home.api_url), timeout=300)
-        source = ApiSource(home.api_url, timeout=60, username="bench", password="bench-pw")
+        session = CountingSession()
+        source = ApiSource(home.api_url, timeout=60, username="bench", password="bench-pw", session=session)
         print(f"api-server: SQLite metadata, maximum_page_limit {args.page_limit}", flush=True)
         poll = _poller(source, args.tasks, now)
         warm = RunReader(_wanted(now), history=args.history, refresh=1e9)
         poll(warm)
         touch = _toucher(lambda sql: _sqlite_execute(str(home.metadata_sqlite), sql), "datetime('now')")
+        touch()
+        session.sent.clear()
+        poll(warm)
+        print(f"one REST warm poll, all changed: {session.summary()}", flush=True)
+        _paged_vs_batch(source, touch, args.polls)
         timed("REST warm poll, all 1,000 task instances changed", args.polls, lambda: poll(warm), touch)
         timed("REST warm poll, no task instance changed", args.polls, lambda: poll(warm))
         timed(
@@ -220,6 +230,49 @@ def api_figures(
         server.kill_group()
         kill_drill_processes({server.pid} if server.pid else set(), home.airflow_home)
         home.remove()
+
+
+class CountingSession(requests.Session):
+    """A ``requests.Session`` that keeps each request's method, path and time (for the summary)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, str, float]] = []
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        started = time.perf_counter()
+        try:
+            return super().request(method, url, *args, **kwargs)
+        finally:
+            path = "/" + str(url).split("/", 3)[-1].split("?")[0]
+            self.sent.append((str(method), path, (time.perf_counter() - started) * 1000))
+
+    def summary(self) -> str:
+        return f"{len(self.sent)} requests: " + "; ".join(f"{m} {p} {ms:.0f} ms" for m, p, ms in self.sent)
+
+
+def _paged_vs_batch(source: Any, touch: Callable[[], None], polls: int) -> None:
+    """The running run's task instances alone, on the same server: paged GETs only (the baseline)
+    against the batch read, with every task instance just changed and in a full read."""
+    from airflow_crashsafe.watchdog.run_fetchers import ApiRunFetcher
+
+    paged, batch = ApiRunFetcher(source.get_json), ApiRunFetcher(source.get_json, source.post_json)
+    figures = {}
+    for label, fetcher in (("paged GETs (baseline)", paged), ("batch read", batch)):
+
+        def changed(f: ApiRunFetcher = fetcher) -> None:
+            since = datetime.now(timezone.utc) - timedelta(seconds=60)
+            assert len(f.task_instances("big", ["scheduled__now"], since)["scheduled__now"]) > 0
+
+        figures[label, "changed"] = timed(f"REST TIs {label}, all changed", polls, changed, touch)
+        figures[label, "full"] = timed(
+            f"REST TIs {label}, full read",
+            polls,
+            lambda f=fetcher: f.task_instances("big", ["scheduled__now"]),
+        )
+    for case in ("changed", "full"):
+        ratio = figures["batch read", case] / figures["paged GETs (baseline)", case]
+        print(f"batch / paged, {case}: {ratio:.2f}", flush=True)
 
 
 def _toucher(execute: Callable[[str], None], now_sql: str) -> Callable[[], None]:
@@ -318,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                 fetcher = DbRunFetcher(rows, "postgresql")
                 durations = fetcher.durations("big", args.history)
                 downstream = fetcher.downstream("big")
-                progress = fetcher.task_instances("big", "scheduled__now")
+                progress = fetcher.task_instances("big", ["scheduled__now"])["scheduled__now"]
             expected = expected_durations(durations, downstream, 300.0)
             timed(
                 "forecast alone (critical path)",

@@ -1,10 +1,13 @@
 """Recovery admission for the crashsafe operators: ask before the work, wait deferred while it is full.
 
-An operator mixes in :class:`RecoveryAdmissionMixin` and wraps its work in
-``with self.recovery_place(context):``. A recovery re-run whose budget is full leaves its waiting
-row in the store and defers to :class:`~airflow_crashsafe.triggers.admission.RecoveryAdmissionTrigger`
-(no worker slot held while it waits); resumed, it runs ``execute`` again and claims the place the
-trigger won for it. See docs/design.md, "Recovery admission".
+An operator mixes in :class:`RecoveryAdmissionMixin`, implements :meth:`~RecoveryAdmissionMixin.
+execute_admitted` (its ``execute`` with an :class:`AdmissionResume` argument) and wraps its work in
+``with self.recovery_place(context, admission):``. A recovery re-run whose budget is full leaves its
+waiting row in the store and defers to
+:class:`~airflow_crashsafe.triggers.admission.RecoveryAdmissionTrigger` (no worker slot held while
+it waits); resumed, it runs ``execute_admitted`` with what the trigger won for it, as a frozen
+value passed down to ``recovery_place`` (no state on the operator), which claims the place. See
+docs/design.md, "Recovery admission".
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import socket
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_crashsafe import config
@@ -30,9 +34,39 @@ from airflow_crashsafe.triggers.admission import RecoveryAdmissionTrigger
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-__all__ = ["RecoveryAdmissionMixin"]
+__all__ = ["AdmissionResume", "RecoveryAdmissionMixin"]
 
 log = logging.getLogger(__name__)
+#: The method a deferral for a recovery place resumes in.
+RESUME_METHOD = "resume_after_admission"
+
+
+@dataclass(frozen=True)
+class AdmissionResume:
+    """What a re-run deferred for a recovery place brings back from the triggerer.
+
+    :ivar holder: its row in the admission table (waiting, or admitted while it was deferred).
+    :ivar arrived: UNIX time it first asked (its rank and the total wait start there).
+    :ivar status: the trigger's verdict: ``admitted``, ``timeout``, or None (no event).
+    :ivar place: the place won, when admitted.
+    """
+
+    holder: int
+    arrived: float
+    status: str | None = None
+    place: int | None = None
+
+    @classmethod
+    def after_trigger(cls, admission: Mapping[str, Any], event: Mapping[str, Any] | None) -> AdmissionResume:
+        """From the kwargs of the deferral and the trigger's event payload."""
+        merged = {**admission, **(event or {})}
+        place = merged.get("place")
+        return cls(
+            holder=int(merged["holder"]),
+            arrived=float(merged["arrived"]),
+            status=merged.get("status"),
+            place=None if place is None else int(place),
+        )
 
 
 class RecoveryAdmissionMixin:
@@ -46,11 +80,13 @@ class RecoveryAdmissionMixin:
     recovery_concurrency: int | None = None
     recovery_resource: str | None = None
     deadline: Deadline | None = None
-    # Set only between resume_after_admission and the work it resumes: the place won while deferred.
-    _crashsafe_resumed: dict[str, Any] | None = None
 
     def default_recovery_resource(self) -> str:
         """The resource when ``recovery_resource`` is not given (the operator's connection id)."""
+        raise NotImplementedError
+
+    def execute_admitted(self, context: Context, admission: AdmissionResume | None) -> Any:
+        """``execute``, handing ``admission`` (None on a first call) to :meth:`recovery_place`."""
         raise NotImplementedError
 
     if TYPE_CHECKING:  # provided by BaseOperator
@@ -60,9 +96,14 @@ class RecoveryAdmissionMixin:
         def execute(self, context: Context) -> Any: ...
 
     @contextmanager
-    def recovery_place(self, context: Context | Mapping[str, Any]) -> Iterator[Lease | None]:
-        """Hold a recovery place for the block if this is a recovery re-run (may defer instead)."""
-        lease = self._admit(context)
+    def recovery_place(
+        self, context: Context | Mapping[str, Any], admission: AdmissionResume | None = None
+    ) -> Iterator[Lease | None]:
+        """Hold a recovery place for the block if this is a recovery re-run (may defer instead).
+
+        :param admission: what the deferral for a place brought back (None: ask afresh).
+        """
+        lease = self._admit(context, admission)
         try:
             yield lease
         finally:
@@ -72,15 +113,26 @@ class RecoveryAdmissionMixin:
     def resume_after_admission(
         self, context: Context, admission: Mapping[str, Any], event: Mapping[str, Any] | None = None
     ) -> Any:
-        """Back from the triggerer with a place (or a timeout): run ``execute`` again, which claims it."""
-        self._crashsafe_resumed = {**admission, **(event or {})}
+        """Back from the triggerer with a place (or a timeout): run the work again, which claims it.
+
+        The row is given back afterwards unless the work deferred for a place again (then it waits
+        on): a place the work held its lease on is already gone (deleting it again is a no-op), and
+        one it did not need (e.g. committed meanwhile, or deferred to adopt a unit) is freed.
+        """
+        from airflow.sdk.exceptions import TaskDeferred
+
+        resumed = AdmissionResume.after_trigger(admission, event)
         try:
-            return self.execute(context)
-        finally:
-            left = self._crashsafe_resumed
-            self._crashsafe_resumed = None
-            if left is not None:  # the work was not needed after all (e.g. committed meanwhile)
-                self._give_back(int(left["holder"]))
+            return self.execute_admitted(context, resumed)
+        except TaskDeferred as deferred:
+            if deferred.method_name != RESUME_METHOD:
+                self._give_back(resumed.holder)
+            raise
+        except BaseException:
+            self._give_back(resumed.holder)
+            raise
+        else:
+            self._give_back(resumed.holder)
 
     def _give_back(self, holder: int) -> None:
         from airflow_crashsafe.store.store import open_store
@@ -90,8 +142,7 @@ class RecoveryAdmissionMixin:
         except Exception as exc:  # the row then dies with its beacon
             log.warning("crashsafe: releasing recovery place %s failed (%s)", holder, exc)
 
-    def _admit(self, context: Context | Mapping[str, Any]) -> Lease | None:
-        resumed, self._crashsafe_resumed = self._crashsafe_resumed, None
+    def _admit(self, context: Context | Mapping[str, Any], resumed: AdmissionResume | None) -> Lease | None:
         resource = self.recovery_resource or self.default_recovery_resource()
         try:
             asking = prepare(
@@ -102,10 +153,10 @@ class RecoveryAdmissionMixin:
                 store=None,
             )
             if asking is None:
-                if resumed is not None:
-                    self._give_back(int(resumed["holder"]))
+                if resumed is not None:  # admission was turned off meanwhile: free the row now
+                    self._give_back(resumed.holder)
                 return None
-            if resumed:
+            if resumed is not None:
                 outcome = self._after_trigger(asking, resumed)
             else:
                 outcome = self._first_ask(asking)
@@ -133,9 +184,8 @@ class RecoveryAdmissionMixin:
             return admitted(asking, ticket.holder, ticket.place, 0.0)
         return ticket.holder, time.time()
 
-    def _after_trigger(self, asking: Asking, resumed: Mapping[str, Any]) -> Lease | tuple[int, float] | None:
-        holder, arrived = int(resumed["holder"]), float(resumed["arrived"])
-        status = resumed.get("status")
+    def _after_trigger(self, asking: Asking, resumed: AdmissionResume) -> Lease | tuple[int, float] | None:
+        holder, arrived, status = resumed.holder, resumed.arrived, resumed.status
         me, pid = socket.gethostname(), os.getpid()
         if status == "timeout":
             release(asking.store, holder)
@@ -149,8 +199,8 @@ class RecoveryAdmissionMixin:
             claimed = status == "admitted" and sql.claim(db, holder, hostname=me, pid=pid)
             # The place went stale before this task resumed, or the row was lost: ask again, same rank.
             requeued = claimed or sql.requeue(db, holder, hostname=me, pid=pid)
-        if claimed:
-            return admitted(asking, holder, int(resumed["place"]), time.time() - arrived)
+        if claimed and resumed.place is not None:
+            return admitted(asking, holder, resumed.place, time.time() - arrived)
         if not requeued:
             holder = take(asking.store, asking.request, asking.k, hostname=me, pid=pid).holder
         try:
@@ -177,6 +227,6 @@ class RecoveryAdmissionMixin:
                 k=asking.k,
                 give_up_at=arrived + config.recovery_wait_seconds(),
             ),
-            method_name="resume_after_admission",
+            method_name=RESUME_METHOD,
             kwargs={"admission": {"holder": holder, "arrived": arrived}},
         )

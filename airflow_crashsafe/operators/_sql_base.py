@@ -16,7 +16,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
 from airflow_crashsafe import config
-from airflow_crashsafe.admission.operator import RecoveryAdmissionMixin
+from airflow_crashsafe.admission.operator import AdmissionResume, RecoveryAdmissionMixin
 from airflow_crashsafe.admission.rules import Deadline
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.fencing.decision import Adoption, Resume, Run, Wait, decide
@@ -111,6 +111,10 @@ class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
         """Write once per slot; the result says what was written, skipped or adopted."""
         return self._write(context, Resume())
 
+    def execute_admitted(self, context: Context, admission: AdmissionResume | None) -> dict[str, Any]:
+        """``execute`` back from a wait for a recovery place, which ``admission`` claims."""
+        return self._write(context, Resume(), admission)
+
     def resume_after_unit(
         self,
         context: Context,
@@ -121,8 +125,13 @@ class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
         """Back from the triggerer: the awaited unit ended (adopt or redo) or the wait timed out."""
         return self._write(context, Resume.after_trigger(awaited, deadline, event))
 
-    def _write(self, context: Context, resume: Resume) -> dict[str, Any]:
-        """Check the target, ``decide``, then defer, run the plan, or return the skip/adoption."""
+    def _write(
+        self, context: Context, resume: Resume, admission: AdmissionResume | None = None
+    ) -> dict[str, Any]:
+        """Check the target, ``decide``, then defer, run the plan, or return the skip/adoption.
+
+        :param admission: the recovery place won while deferred, if this resumes such a wait.
+        """
         plan = self.write_plan()
         ctx = current_context(context)
         slot, attempt = slot_from_context(ctx, self.slot_partition), attempt_from_context(ctx)
@@ -137,9 +146,9 @@ class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
             )
             if isinstance(decision, Wait):
                 db.close()  # hold no connection while waiting
-                return self._write(context, self._await_unit(decision))
+                return self._write(context, self._await_unit(decision), admission)
             if isinstance(decision, Run):
-                with self.recovery_place(ctx):  # a recovery re-run may defer here for a place
+                with self.recovery_place(ctx, admission):  # a recovery re-run may defer here for a place
                     return runner.run(decision, plan, prepared)
             return decision.result
         finally:

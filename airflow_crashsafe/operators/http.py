@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from airflow_crashsafe.admission.operator import RecoveryAdmissionMixin
+from airflow_crashsafe.admission.operator import AdmissionResume, RecoveryAdmissionMixin
 from airflow_crashsafe.admission.rules import Deadline
 from airflow_crashsafe.effects.calls import Call, UnknownOutcomePolicy, begin_call, finish_call, record_send
 from airflow_crashsafe.effects.http_policy import (
@@ -183,6 +183,10 @@ class IdempotentHttpOperator(RecoveryAdmissionMixin, BaseOperator):
         return record
 
     def execute(self, context: Context) -> Any:
+        return self.execute_admitted(context, None)
+
+    def execute_admitted(self, context: Context, admission: AdmissionResume | None) -> Any:
+        """``execute``; back from a wait for a recovery place, ``admission`` is the place won."""
         self._validate()
         policy = self._redaction()
         # The connection first: a missing or broken one fails the task before the ledger records
@@ -204,7 +208,7 @@ class IdempotentHttpOperator(RecoveryAdmissionMixin, BaseOperator):
                 DECLARE_HINT,
             )
         # Before the ledger: a re-run killed while it waits for a place has recorded nothing.
-        with self.recovery_place(context):
+        with self.recovery_place(context, admission):
             return self._call(context, session, url, policy, on_unknown, undeclared=undeclared)
 
     def default_recovery_resource(self) -> str:

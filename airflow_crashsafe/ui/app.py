@@ -18,7 +18,7 @@ from fastapi.exception_handlers import http_exception_handler
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_crashsafe.ui.render import page
-from airflow_crashsafe.ui.routes import duplicates, fences, ledger, overview, risk, timeline
+from airflow_crashsafe.ui.routes import duplicates, fences, ledger, overview, risk, runs_at_risk, timeline
 
 __all__ = ["SECURITY_HEADERS", "create_app"]
 
@@ -68,7 +68,10 @@ def create_app() -> FastAPI:
     """The crashsafe UI and its JSON API; every route depends on an authenticated Airflow user."""
     app = FastAPI(
         title="airflow-crashsafe",
-        description="Duplicate executions, attempt timelines, the idempotency ledger and fence events.",
+        description=(
+            "Runs at risk of missing their deadline, duplicate executions, attempt timelines, "
+            "the idempotency ledger and fence events."
+        ),
         version="1",
         docs_url=None,
         redoc_url=None,
@@ -76,7 +79,7 @@ def create_app() -> FastAPI:
     )
     app.middleware("http")(_security_headers)
     app.add_exception_handler(StarletteHTTPException, _errors)
-    for module in (overview, duplicates, timeline, ledger, fences, risk):
+    for module in (overview, runs_at_risk, duplicates, timeline, ledger, fences, risk):
         app.include_router(module.router)
 
     @app.get("/api/openapi.json", include_in_schema=False)

@@ -21,6 +21,9 @@ __all__ = [
     "RerunOut",
     "RiskList",
     "RiskTask",
+    "RunAtRisk",
+    "RunsAtRisk",
+    "TaskRemaining",
     "Timeline",
 ]
 
@@ -196,3 +199,38 @@ class RiskTask(BaseModel):
 class RiskList(BaseModel):
     total: int
     items: list[RiskTask]
+
+
+class TaskRemaining(BaseModel):
+    """One task on a run's critical path and what is expected to be left of it."""
+
+    task_id: str
+    remaining_seconds: float
+    state: str | None = Field(None, description="the task's state now (mapped: the least advanced)")
+
+
+class RunAtRisk(BaseModel):
+    """A queued or running DAG run with a deadline: when it must be done and when it will be."""
+
+    dag_id: str
+    run_id: str
+    run_state: str
+    run_after: datetime
+    deadline: str = Field(description="the [[deadlines]] entry's name, or airflow:<alert> for Airflow's own")
+    source: str = Field(description="crashsafe ([[deadlines]]) or airflow (a DeadlineAlert's deadline row)")
+    deadline_at: datetime
+    forecast_finish: datetime | None = Field(None, description="null when the DAG's tasks cannot be read")
+    slack_seconds: float | None = Field(None, description="deadline minus forecast finish; negative: late")
+    state: str = Field(description="on_track, at_risk (forecast after the deadline) or missed")
+    critical_path: list[TaskRemaining]
+    note: str | None = None
+
+
+class RunsAtRisk(BaseModel):
+    """Every queued or running run of the readable DAGs that has a deadline, least slack first."""
+
+    generated_at: datetime
+    total: int
+    items: list[RunAtRisk]
+    sources: list[str] = Field(description="where the deadlines came from")
+    problems: list[str] = Field(description="deadline sources that could not be read")

@@ -34,6 +34,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["when"] = _when
+    env.filters["span"] = _span
     env.filters["as_json"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
     return env
 
@@ -49,6 +50,19 @@ def _when(value: datetime | str | None) -> str:
     if isinstance(value, str):
         return value[:19].replace("T", " ")
     return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _span(seconds: float | None, signed: bool = False) -> str:
+    """Seconds as ``1 h 05 min`` / ``4 min 10 s`` (``signed``: with ``+`` or ``-``)."""
+    if seconds is None:
+        return "-"
+    sign = ("-" if seconds < 0 else "+") if signed else ""
+    left = round(abs(seconds))
+    hours, rest = divmod(left, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{sign}{hours} h {minutes:02d} min"
+    return f"{sign}{minutes} min {secs:02d} s" if minutes else f"{sign}{secs} s"
 
 
 def link(request: Request, name: str, /, **params: Any) -> str:

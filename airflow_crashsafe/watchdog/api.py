@@ -205,30 +205,48 @@ class ApiSource:
         from airflow_crashsafe.watchdog.run_fetchers import ApiRunFetcher
 
         assert self.runs is not None
-        dags = self.runs.read(ApiRunFetcher(self.get_json), observation.at)
+        dags = self.runs.read(ApiRunFetcher(self.get_json, self.post_json), observation.at)
         return dataclasses.replace(observation, deadline_dags=dags)
 
     def get_json(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
         """GET an authenticated REST path; raise ValueError (or a requests error) unless 200 JSON."""
         return self._get_json(path, params)
 
+    def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a JSON query to a read-only REST path (the ``.../list`` batch reads), as :meth:`get_json`."""
+        return self._request("POST", path, json_body=body)
+
     def _get_json(self, path: str, params: dict[str, Any]) -> dict[str, Any]:
+        return self._request("GET", path, params=params)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        json_body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         for attempt in (1, 2):
-            response = self._session.get(
-                self.base + path, params=params, headers=self._auth_header(), timeout=self.timeout
+            response = self._session.request(
+                method,
+                self.base + path,
+                params=params,
+                json=json_body,
+                headers=self._auth_header(),
+                timeout=self.timeout,
             )
             if response.status_code == 401 and attempt == 1 and not self._static_token:
                 self._token = None  # expired: log in again once
                 continue
             if response.status_code in _DENIED:
-                raise AccessDenied(f"GET {path} answers HTTP {response.status_code}")
+                raise AccessDenied(f"{method} {path} answers HTTP {response.status_code}")
             if response.status_code != 200:
-                raise ValueError(f"GET {path} answered HTTP {response.status_code}")
+                raise ValueError(f"{method} {path} answered HTTP {response.status_code}")
             body = response.json()
             if not isinstance(body, dict):
-                raise ValueError(f"GET {path} did not answer a JSON object")
+                raise ValueError(f"{method} {path} did not answer a JSON object")
             return body
-        raise ValueError(f"GET {path} answered HTTP 401 twice")  # pragma: no cover - loop returns
+        raise ValueError(f"{method} {path} answered HTTP 401 twice")  # pragma: no cover - loop returns
 
     def _auth_header(self) -> dict[str, str]:
         if self._token is None and self._username and self._password:

@@ -3,12 +3,20 @@
 Both read the same facts (see :class:`~airflow_crashsafe.watchdog.runs.RunFetcher`), and neither
 needs the scheduler: the api-server and the DB answer while it is dead.
 
-* REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../dagRuns/{run_id}/
-  taskInstances``, ``.../tasks`` (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances``
-  (``state=success``, newest first) for durations; lists are paged as large as the server allows
-  (``[api] maximum_page_limit``, 100 by default). Airflow's own deadlines come from the UI's API,
-  ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
-  Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
+* REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../tasks``
+  (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances`` (``state=success``, newest first)
+  for durations; GET lists are paged as large as the server allows (``[api] maximum_page_limit``,
+  100 by default). A running run's task instances are read with the batch read ``POST
+  /api/v2/dags/~/dagRuns/~/taskInstances/list``, whose ``page_limit`` the server does not clamp:
+  one request for up to :data:`LIMIT` of them instead of one per 100. Between full reads, one
+  ``GET .../dagRuns/~/taskInstances?updated_at_gte=`` asks for the changed ones (the batch
+  read has no ``updated_at`` filter); when more changed than that one page holds, the batch read
+  replaces the rest of the pages. Each covers every running run of the DAG at once, so a poll costs
+  at most three requests per DAG (the full read of runs new since the last poll, the changes of
+  the others), however many runs go and task instances changed. Airflow's own
+  deadlines come from the UI's API, ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST
+  API of 3.3.2, so it may change with Airflow), and each run's ``run_after`` from
+  ``.../dagRuns/{run_id}``.
 * DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
   ``dag_run`` and ``deadline_alert``.
 """
@@ -47,11 +55,23 @@ def _keep(found: dict[str, list[float]], task_id: str, duration: Any, per_task: 
         found[task_id].append(float(duration))
 
 
-class ApiRunFetcher:
-    """Reads through ``get_json(path, params)`` (:meth:`ApiSource.get_json`, authenticated)."""
+def _progress(t: dict[str, Any]) -> TaskProgress:
+    return TaskProgress(
+        str(t["task_id"]), t.get("state"), parse_timestamp(t.get("start_date")), t.get("map_index", -1)
+    )
 
-    def __init__(self, get_json: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
-        self.get_json = get_json
+
+Json = Callable[[str, dict[str, Any]], dict[str, Any]]
+#: The batch read of task instances (Airflow 3.3's ``get_task_instances_batch``).
+TI_BATCH_PATH = "/api/v2/dags/~/dagRuns/~/taskInstances/list"
+
+
+class ApiRunFetcher:
+    """Reads through ``get_json(path, params)`` and ``post_json(path, body)`` (:class:`ApiSource`'s,
+    authenticated). Without ``post_json``, task instances are read with paged GETs only."""
+
+    def __init__(self, get_json: Json, post_json: Json | None = None) -> None:
+        self.get_json, self.post_json = get_json, post_json
 
     def _pages(self, path: str, key: str, params: dict[str, Any], max_pages: int = 1000) -> Iterator[Any]:
         """Every item of a paged list. Asks for ``LIMIT`` a page; the server may clamp it lower."""
@@ -81,19 +101,45 @@ class ApiRunFetcher:
         ]
 
     def task_instances(
-        self, dag_id: str, run_id: str, updated_since: datetime | None = None
-    ) -> list[TaskProgress]:
-        path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances"
-        params = {"updated_at_gte": updated_since.isoformat()} if updated_since else {}
-        return [
-            TaskProgress(
-                str(t["task_id"]),
-                t.get("state"),
-                parse_timestamp(t.get("start_date")),
-                t.get("map_index", -1),
-            )
-            for t in self._pages(path, "task_instances", params)
-        ]
+        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+    ) -> dict[str, list[TaskProgress]]:
+        found: dict[str, list[TaskProgress]] = {run_id: [] for run_id in run_ids}
+        if not run_ids:
+            return found
+        dag = quote(dag_id, safe="")
+        if self.post_json is None:  # paged GETs, one run at a time
+            params = {"updated_at_gte": updated_since.isoformat()} if updated_since else {}
+            for run_id in run_ids:
+                path = f"/api/v2/dags/{dag}/dagRuns/{quote(run_id, safe='')}/taskInstances"
+                found[run_id] = [_progress(t) for t in self._pages(path, "task_instances", params)]
+            return found
+        items: list[Any] | None = None
+        if updated_since is not None:  # every run of the DAG: one GET, however many runs go
+            since: dict[str, Any] = {"updated_at_gte": updated_since.isoformat(), "limit": LIMIT, "offset": 0}
+            body = self.get_json(f"/api/v2/dags/{dag}/dagRuns/~/taskInstances", since)
+            items = list(body.get("task_instances", []))
+            total = body.get("total_entries")
+            if total is not None and len(items) < int(total):
+                items = None  # more changed than a page: the batch read instead of the other pages
+        for t in self._batch(dag_id, run_ids) if items is None else items:
+            run_id = str(t.get("dag_run_id"))
+            if run_id in found:
+                found[run_id].append(_progress(t))
+        return found
+
+    def _batch(self, dag_id: str, run_ids: Sequence[str]) -> Iterator[Any]:
+        """Every task instance of the runs, :data:`LIMIT` a request (the batch read is not clamped)."""
+        assert self.post_json is not None
+        query = {"dag_ids": [dag_id], "dag_run_ids": list(run_ids), "page_limit": LIMIT, "order_by": "id"}
+        offset = 0
+        for _ in range(1000):
+            body = self.post_json(TI_BATCH_PATH, {**query, "page_offset": offset})
+            page = list(body.get("task_instances", []))
+            yield from page
+            offset += len(page)
+            total = body.get("total_entries")
+            if not page or (total is not None and offset >= total):
+                return
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         return graph_from_tasks(self.get_json(f"/api/v2/dags/{quote(dag_id, safe='')}/tasks", {})["tasks"])
@@ -134,7 +180,10 @@ _RUNS = (
     "SELECT run_id, run_type, state, run_after, start_date, end_date FROM dag_run "
     "WHERE dag_id = {p} AND run_after >= {p} ORDER BY run_after DESC LIMIT 500"
 )
-_TIS = "SELECT task_id, state, start_date, map_index FROM task_instance WHERE dag_id = {p} AND run_id = {p}"
+_TIS = (
+    "SELECT run_id, task_id, state, start_date, map_index FROM task_instance "
+    "WHERE dag_id = {p} AND run_id IN ({runs})"
+)
 _GRAPH = (
     "SELECT data, data_compressed FROM serialized_dag WHERE dag_id = {p} ORDER BY last_updated DESC LIMIT 1"
 )
@@ -162,16 +211,19 @@ class DbRunFetcher:
         return [_run(*row) for row in self.rows(_RUNS, (dag_id, self._when(since)))]
 
     def task_instances(
-        self, dag_id: str, run_id: str, updated_since: datetime | None = None
-    ) -> list[TaskProgress]:
-        sql, params = _TIS, [dag_id, run_id]
+        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+    ) -> dict[str, list[TaskProgress]]:
+        found: dict[str, list[TaskProgress]] = {run_id: [] for run_id in run_ids}
+        if not run_ids:
+            return found
+        sql = _TIS.replace("{runs}", ", ".join(["{p}"] * len(run_ids)))
+        params: list[Any] = [dag_id, *run_ids]
         if updated_since is not None:
             sql += " AND updated_at >= {p}"
             params.append(self._when(updated_since))
-        return [
-            TaskProgress(str(task), state, parse_timestamp(start), int(index))
-            for task, state, start, index in self.rows(sql, params)
-        ]
+        for run, task, state, start, index in self.rows(sql, params):
+            found[str(run)].append(TaskProgress(str(task), state, parse_timestamp(start), int(index)))
+        return found
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         found = self.rows(_GRAPH, (dag_id,))

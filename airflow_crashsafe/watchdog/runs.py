@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -86,8 +86,11 @@ class RunFetcher(Protocol):
     def runs(self, dag_id: str, since: datetime) -> list[RunView]: ...
 
     def task_instances(
-        self, dag_id: str, run_id: str, updated_since: datetime | None = None
-    ) -> list[TaskProgress]: ...
+        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+    ) -> dict[str, list[TaskProgress]]:
+        """The task instances of the DAG's runs ``run_ids`` (each one a key), in as few reads as
+        the source allows; with ``updated_since`` only those updated since."""
+        ...
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]: ...
 
@@ -194,22 +197,27 @@ class RunReader:
             cached = _Cached(now, fetch.downstream(dag_id), durations, finished)
             self._cache[dag_id] = cached
             self._tis = {key: v for key, v in self._tis.items() if key[0] != dag_id}  # re-read in full
-        going = {
-            r.run_id: self._task_instances(fetch, dag_id, r.run_id, now) for r in runs if r.state in GOING
-        }
+        going = self._task_instances(fetch, dag_id, [r.run_id for r in runs if r.state in GOING], now)
         self._tis = {key: v for key, v in self._tis.items() if key[0] != dag_id or key[1] in going}
         runs = [replace(run, tasks=going[run.run_id]) if run.run_id in going else run for run in runs]
         return DagRuns(dag_id, tuple(runs), cached.downstream, cached.durations)
 
     def _task_instances(
-        self, fetch: RunFetcher, dag_id: str, run_id: str, now: datetime
-    ) -> tuple[TaskProgress, ...]:
-        """The run's task instances: in full the first time, then those updated since (with a margin)."""
-        key = (dag_id, run_id)
-        known = self._tis.get(key)
-        since = known[0] - timedelta(seconds=TI_OVERLAP) if known else None
-        tis = dict(known[1]) if known else {}
-        for ti in fetch.task_instances(dag_id, run_id, since):
-            tis[ti.task_id, ti.map_index] = ti
-        self._tis[key] = (now, tis)
-        return tuple(tis.values())
+        self, fetch: RunFetcher, dag_id: str, run_ids: list[str], now: datetime
+    ) -> dict[str, tuple[TaskProgress, ...]]:
+        """The runs' task instances: a run seen first in full, the others only those updated since
+        the oldest previous read (with a margin); one read of each kind for all the DAG's runs."""
+        known = {r: self._tis[dag_id, r] for r in run_ids if (dag_id, r) in self._tis}
+        tis = {r: dict(known[r][1]) if r in known else {} for r in run_ids}
+        fresh = [r for r in run_ids if r not in known]
+        reads: list[tuple[list[str], datetime | None]] = [(fresh, None)] if fresh else []
+        if known:
+            oldest = min(at for at, _ in known.values()) - timedelta(seconds=TI_OVERLAP)
+            reads.append((list(known), oldest))
+        for ids, since in reads:
+            for run_id, found in fetch.task_instances(dag_id, ids, since).items():
+                for ti in found:
+                    tis.setdefault(run_id, {})[ti.task_id, ti.map_index] = ti
+        for run_id in run_ids:
+            self._tis[dag_id, run_id] = (now, tis[run_id])
+        return {run_id: tuple(tis[run_id].values()) for run_id in run_ids}

@@ -2,9 +2,10 @@
 
 Logs in through Airflow's own login page, opens "Crash safety" from Airflow's navigation, finds
 the duplicates of a recorded crash inside the plugin's iframe and opens a slot's timeline; then
-opens the crashed task instance's page in Airflow and clicks its "Attempts" tab. Saves
-docs/screenshots/overview.png, timeline.png and ti_attempts.png. Needs Debian's chromium and
-chromium-driver (never downloads a browser) and selenium (a test dependency).
+opens the crashed task instance's page in Airflow and clicks its "Attempts" tab; last, opens Runs
+at risk with a queued run that has a deadline. Saves docs/screenshots/overview.png, timeline.png,
+ti_attempts.png and runs_at_risk.png. Needs Debian's chromium and chromium-driver (never
+downloads a browser) and selenium (a test dependency).
 """
 
 from __future__ import annotations
@@ -199,3 +200,40 @@ def test_task_instance_attempts_tab(server: Server, browser: Any) -> None:
     browser.switch_to.default_content()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "ti_attempts.png"))
+
+
+def _pause(server: Server, dag_id: str) -> None:
+    """Pause the DAG, so a run created now stays queued although the scheduler is alive."""
+    request = urllib.request.Request(
+        f"{server.url}/api/v2/dags/{dag_id}",
+        data=json.dumps({"is_paused": True}).encode(),
+        method="PATCH",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token('admin')}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert resp.status == 200
+
+
+def test_runs_at_risk_page(server: Server, browser: Any) -> None:
+    """Alice opens Runs at risk from the app's navigation: her queued run with a deadline, its
+    forecast and its critical path; nothing of bob's."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    # alice_payouts never ran here: no history, so load_0 is forecast at the default 300 s.
+    _pause(server, "alice_payouts")
+    _create_run(server, "alice_payouts", "manual__risk", datetime.now(timezone.utc).isoformat())
+    browser.delete_all_cookies()
+    _login(browser, server, "alice")
+    browser.get(f"{server.url}/crashsafe/")
+    _wait(browser, ec.element_to_be_clickable((By.LINK_TEXT, "Runs at risk"))).click()
+    row = _wait(browser, ec.presence_of_element_located((By.CSS_SELECTOR, "tr.risk-row")))
+    text = row.text
+    assert "alice_payouts" in text
+    assert "manual__risk" in text
+    assert "alice_payouts_sla" in text
+    assert "on track" in text
+    assert "load_0" in row.find_element(By.CSS_SELECTOR, "ol.path").text
+    assert "bob_ledger" not in browser.page_source
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "runs_at_risk.png"))

@@ -16,6 +16,7 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_crashsafe.admission import recovery_admission
+from airflow_crashsafe.errors import FencedOut
 from airflow_crashsafe.operators import PartitionOverwriteOperator
 from airflow_crashsafe.operators.http import IdempotentHttpOperator
 from airflow_crashsafe.store import admission as sql
@@ -126,6 +127,26 @@ def test_sql_operator_defers_when_the_budget_is_full_and_resumes_admitted(
     assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
     assert _rows(store, "warehouse") == []  # released at the end
     assert [e["task_id"] for e in store.events(kinds=[sql.WAITED_EVENT])] == ["load_revenue"]
+
+
+def test_a_place_won_by_a_rerun_fenced_out_meanwhile_is_given_back(store: Store, target: SqlTarget) -> None:
+    """A newer try committed the slot while the re-run waited: resumed, it is fenced out before
+    its work and still frees the place it won; the resume travels as an argument, so the operator
+    keeps no admission state."""
+    context = fake_context(task_id="load_revenue", try_number=2)
+    with _budget_full(store, "warehouse"):
+        deferred = _deferred(lambda: _load(target).execute(context))
+    event = _fire(deferred)
+    assert event["status"] == "admitted"
+    committer = _load(target)
+    committer.recovery_concurrency = 0  # a later try, admission off, commits the slot meanwhile
+    committer.execute(fake_context(task_id="load_revenue", try_number=3))
+    op = _load(target)
+    with pytest.raises(FencedOut):
+        _resume(op, context, deferred, event)
+    assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
+    assert _rows(store, "warehouse") == []
+    assert not [name for name in vars(op) if "resum" in name]
 
 
 def test_sql_operator_first_try_and_free_budget_proceed_at_once(store: Store, target: SqlTarget) -> None:

@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow_crashsafe.store.store import open_store
@@ -79,6 +79,18 @@ def _write_dags(folder: Path) -> None:
         )
 
 
+def _write_deadlines(folder: Path) -> Path:
+    """``[[deadlines]]`` two hours from now for manual runs of three DAGs (the Runs at risk page
+    shows the runs the tests trigger)."""
+    at = (datetime.now(timezone.utc) + timedelta(hours=2)).strftime("%H:%M")
+    path = folder / "watchdog.toml"
+    entry = '[[deadlines]]\nname = "{dag}_sla"\ndag_id = "{dag}"\nat = "{at}"\nrun_types = ["manual"]\n\n'
+    path.write_text(
+        "".join(entry.format(dag=dag, at=at) for dag in ("alice_nightly", "alice_payouts", "bob_ledger"))
+    )
+    return path
+
+
 def _stamp(at: datetime) -> str:
     return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
@@ -122,6 +134,7 @@ def boot(tmp: Path, *, with_scheduler: bool = False) -> Iterator[Server]:
             "AIRFLOW__CORE__AUTH_MANAGER": "tests.integration.ui.acl_auth_manager.AclAuthManager",
             "CRASHSAFE_TEST_DAG_ACL": json.dumps(ACL),
             "CRASHSAFE_TEST_ENTITY_DENY": json.dumps(ENTITY_DENY),
+            "AIRFLOW__CRASHSAFE__DEADLINES_CONFIG": str(_write_deadlines(home.root)),
         },
     )
     airflow = str(Path(sys.executable).parent / "airflow")

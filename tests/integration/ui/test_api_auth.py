@@ -7,6 +7,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ API_ROUTES = (
     "/api/risk",
     "/api/openapi.json",
 )
-PAGES = ("/", "/duplicates", "/ledger", "/fences", "/risk")
+PAGES = ("/", "/duplicates", "/ledger", "/fences", "/risk", "/runs-at-risk")
 TIMELINE = "/timeline?dag_id=bob_ledger&task_id=load_0&run_id=x"
 
 
@@ -54,7 +55,9 @@ def get(
         return err.code, err.headers, err.read().decode()
 
 
-@pytest.mark.parametrize("path", [*API_ROUTES, *PAGES, TIMELINE, "/api/timeline?dag_id=x&task_id=y&run_id=z"])
+@pytest.mark.parametrize(
+    "path", [*API_ROUTES, *PAGES, TIMELINE, "/api/timeline?dag_id=x&task_id=y&run_id=z", "/api/runs-at-risk"]
+)
 def test_anonymous_is_refused_everywhere(server: Server, path: str) -> None:
     """No credential, no data: every route answers 401."""
     status, _, body = get(server, path)
@@ -153,8 +156,9 @@ def test_openapi_schema_describes_the_json_api(server: Server, tokens: dict[str,
         "/api/timeline",
         "/api/ledger",
         "/api/fences",
+        "/api/runs-at-risk",
     }
-    assert {"Overview", "DuplicateList", "Timeline", "LedgerList", "EventList"} <= set(
+    assert {"Overview", "DuplicateList", "Timeline", "LedgerList", "EventList", "RunsAtRisk"} <= set(
         schema["components"]["schemas"]
     )
 
@@ -193,3 +197,44 @@ def test_task_instance_and_xcom_access_is_checked_where_that_data_is_shown(
     assert {i["dag_id"] for i in dave["/api/duplicates"]["items"]} == {"alice_nightly", "alice_payouts"}
     assert {e["dag_id"] for e in dave["/api/fences"]["items"]} == {"alice_payouts"}
     assert dave["/api/ledger"]["total"] == 0  # vendor replies are what a task returned: XCom read
+
+
+@pytest.fixture(scope="module")
+def manual_runs(server: Server, tokens: dict[str, str]) -> None:
+    """A manual run of alice_nightly and of bob_ledger; no scheduler runs, so both stay queued."""
+    now = datetime.now(timezone.utc).isoformat()
+    for dag in ("alice_nightly", "bob_ledger"):
+        body = json.dumps({"dag_run_id": f"manual__risk_{dag}", "logical_date": now}).encode()
+        request = urllib.request.Request(
+            f"{server.url}/api/v2/dags/{dag}/dagRuns",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {tokens['admin']}"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            assert resp.status in (200, 201)
+
+
+def test_runs_at_risk_follow_dag_and_task_instance_access(
+    server: Server, tokens: dict[str, str], manual_runs: None
+) -> None:
+    """Each viewer sees the queued runs with a deadline of the DAGs whose task instances they may
+    read: alice hers, bob his, carol (no task-instance read) none, the admin both."""
+
+    def runs(user: str) -> list[dict[str, Any]]:
+        status, _, body = get(server, "/api/runs-at-risk", token=tokens[user])
+        assert status == 200, body
+        return list(json.loads(body)["items"])
+
+    alice = runs("alice")
+    assert [(r["dag_id"], r["run_id"], r["deadline"]) for r in alice] == [
+        ("alice_nightly", "manual__risk_alice_nightly", "alice_nightly_sla")
+    ]
+    assert alice[0]["state"] == "on_track"  # one task, no history: 300 s against two hours
+    assert [(t["task_id"], t["remaining_seconds"]) for t in alice[0]["critical_path"]] == [("load_0", 300.0)]
+    assert {r["dag_id"] for r in runs("bob")} == {"bob_ledger"}
+    assert runs("carol") == []
+    assert {r["dag_id"] for r in runs("admin")} == {"alice_nightly", "bob_ledger"}
+    _, _, page = get(server, "/runs-at-risk", token=tokens["alice"])
+    assert "manual__risk_alice_nightly" in page
+    assert "bob_ledger" not in page

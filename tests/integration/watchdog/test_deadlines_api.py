@@ -37,9 +37,10 @@ NOW = datetime.now(timezone.utc)  # set again when this module's tests start: se
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _now_is_when_tests_run() -> None:
+def _now_is_when_tests_run(api: DrillHome) -> None:
     """Run and deadline times count from when these tests run, not from collection (in CI the e2e
-    tests run in between, and a task "running for 10 minutes" would have run for 25)."""
+    tests run in between, and a task "running for 10 minutes" would have run for 25), nor from
+    before the api-server booted (over a minute on a busy machine)."""
     global NOW
     NOW = datetime.now(timezone.utc)
 

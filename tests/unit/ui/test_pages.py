@@ -41,7 +41,7 @@ def test_every_route_depends_on_an_authenticated_user(ui: UiHarness) -> None:
         return {d.call for d in deps} | {c for d in deps for c in calls(d)}
 
     routes = [r for r in ui.app.routes if isinstance(r, APIRoute)]
-    assert len(routes) == 13
+    assert len(routes) == 15
     assert all(get_user in calls(r.dependant) for r in routes), [r.path for r in routes]
     assert ui.app.openapi_url is None
     assert ui.app.docs_url is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -59,9 +60,10 @@ class Fetcher:
         return [run for run in runs if run.run_after >= since]
 
     def task_instances(
-        self, dag_id: str, run_id: str, updated_since: datetime | None = None
-    ) -> list[TaskProgress]:
-        return list(self.world.run.tasks) if self.world.run else []
+        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+    ) -> dict[str, list[TaskProgress]]:
+        run = self.world.run
+        return {r: list(run.tasks) if run and run.run_id == r else [] for r in run_ids}
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         return dict(GRAPH)

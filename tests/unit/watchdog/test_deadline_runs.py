@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from airflow_crashsafe.watchdog.forecast import TaskProgress
@@ -26,12 +27,12 @@ class Recorder:
         return [RunView("r1", "scheduled", self.run_state, T0 - timedelta(hours=1))]
 
     def task_instances(
-        self, dag_id: str, run_id: str, updated_since: datetime | None = None
-    ) -> list[TaskProgress]:
+        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+    ) -> dict[str, list[TaskProgress]]:
         self.calls.append(("tis", updated_since))
         if updated_since is None:
-            return list(self.tis.values())
-        return [self.tis[t] for t in self.changed]
+            return {run_id: list(self.tis.values()) for run_id in run_ids}
+        return {run_id: [self.tis[t] for t in self.changed] for run_id in run_ids}
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         self.calls.append(("graph", dag_id))
@@ -111,3 +112,48 @@ def test_unreadable_dependencies_cost_the_forecast_not_the_runs() -> None:
     assert [run.run_id for run in view.runs] == ["r1"]
     assert view.forecast_error is not None
     assert "serialized_dag" in view.forecast_error
+
+
+class FakeApi:
+    """Answers the REST reads of one run's ``tis`` task instances, clamping GET pages to ``page``."""
+
+    def __init__(self, tis: int, page: int = 100) -> None:
+        self.items = [
+            {"task_id": f"t{i}", "dag_run_id": "r1", "state": "running", "map_index": -1} for i in range(tis)
+        ]
+        self.page = page
+        self.sent: list[tuple[str, str]] = []
+
+    def get_json(self, path: str, params: dict[str, object]) -> dict[str, object]:
+        self.sent.append(("GET", path))
+        offset, limit = int(str(params.get("offset", 0))), min(int(str(params.get("limit", 100))), self.page)
+        return {"task_instances": self.items[offset : offset + limit], "total_entries": len(self.items)}
+
+    def post_json(self, path: str, body: dict[str, object]) -> dict[str, object]:
+        self.sent.append(("POST", path))
+        offset, limit = int(str(body["page_offset"])), int(str(body["page_limit"]))
+        return {"task_instances": self.items[offset : offset + limit], "total_entries": len(self.items)}
+
+
+def test_rest_reads_a_dags_running_runs_in_at_most_two_requests() -> None:
+    """1,000 task instances: a full read is one batch POST; a read of changes is one GET, plus one
+    batch POST when more changed than a GET page holds; without the batch read, ten GET pages."""
+    from airflow_crashsafe.watchdog.run_fetchers import TI_BATCH_PATH, ApiRunFetcher
+
+    api = FakeApi(1000)
+    fetcher = ApiRunFetcher(api.get_json, api.post_json)
+    assert {run: len(tis) for run, tis in fetcher.task_instances("d", ["r1", "r2"]).items()} == {
+        "r1": 1000,
+        "r2": 0,
+    }
+    assert api.sent == [("POST", TI_BATCH_PATH)]
+    api.sent.clear()
+    assert len(fetcher.task_instances("d", ["r1"], T0)["r1"]) == 1000
+    assert [method for method, _ in api.sent] == ["GET", "POST"]
+    api.items = api.items[:3]
+    api.sent.clear()
+    assert len(fetcher.task_instances("d", ["r1"], T0)["r1"]) == 3
+    assert [method for method, _ in api.sent] == ["GET"]
+    paged = FakeApi(1000)
+    assert len(ApiRunFetcher(paged.get_json).task_instances("d", ["r1"])["r1"]) == 1000
+    assert len(paged.sent) == 10
