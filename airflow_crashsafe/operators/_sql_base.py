@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
-from airflow_crashsafe import config
+from airflow_crashsafe import config, metrics
 from airflow_crashsafe.admission.operator import RecoveryAdmissionMixin
 from airflow_crashsafe.admission.rules import Deadline
 from airflow_crashsafe.errors import ConfigurationError
@@ -139,7 +139,10 @@ class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
                 db.close()  # hold no connection while waiting
                 return self._write(context, self._await_unit(decision))
             if isinstance(decision, Run):
-                with self.recovery_place(ctx):  # a recovery re-run may defer here for a place
+                with (
+                    self.recovery_place(ctx),
+                    metrics.timed("crashsafe.fence.write", tags=metrics.slot_tags(slot)),
+                ):
                     return runner.run(decision, plan, prepared)
             return decision.result
         finally:

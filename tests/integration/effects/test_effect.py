@@ -8,6 +8,7 @@ from airflow_crashsafe.effects import effect
 from airflow_crashsafe.errors import CrashsafeError, IdempotencyConflict, OutcomeUnknown
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import fake_context
+from airflow_crashsafe.testing.metrics import record_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +79,24 @@ def test_done_twice_is_an_error(store: Store) -> None:
         fx.done()
         with pytest.raises(CrashsafeError, match="already done"):
             fx.done()
+
+
+def test_unknown_outcomes_and_replays_reach_airflow_metrics(store: Store) -> None:
+    """An unknown outcome, its refusal, its resend and a replay are each counted in Stats."""
+    tags = {"dag_id": "crm", "task_id": "welcome_email"}
+    with record_metrics() as sent:
+        with pytest.raises(RuntimeError), effect("sms", context=ctx(1), payload=1):
+            raise RuntimeError("timeout")
+        with pytest.raises(OutcomeUnknown), effect("sms", context=ctx(2), payload=1):
+            pytest.fail("the block must not run")
+        with effect("sms", context=ctx(3), payload=1, on_unknown_outcome="resend") as fx:
+            fx.done("sent")
+        with effect("sms", context=ctx(4), payload=1) as fx:
+            assert fx.replayed
+    assert [(s.name, s.tags.get("action")) for s in sent.named()] == [
+        ("crashsafe.ledger.unknown_outcome", None),
+        ("crashsafe.ledger.unknown_outcome_found", "refused"),
+        ("crashsafe.ledger.unknown_outcome_found", "resent"),
+        ("crashsafe.ledger.replayed", None),
+    ]
+    assert all(s.tags.items() >= tags.items() for s in sent.named())
