@@ -23,6 +23,7 @@ from airflow_crashsafe.fencing.decision import Adoption, Resume, Run, Wait, deci
 from airflow_crashsafe.fencing.runners import Runner, runner_for
 from airflow_crashsafe.fencing.triggerer import await_unit, check_without_triggerer
 from airflow_crashsafe.identity import attempt_from_context, current_context, slot_from_context
+from airflow_crashsafe.operators.lineage import SQLLineageMixin
 from airflow_crashsafe.store.dbapi import connect_target
 from airflow_crashsafe.triggers.unit import UnitEndTrigger
 
@@ -37,7 +38,7 @@ ON_KILL_CHOICES = ("leave", "cancel")
 _TRIGGER_TIMEOUT = TriggerFailureReason.TRIGGER_TIMEOUT.value
 
 
-class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
+class FencedSQLBase(SQLLineageMixin, RecoveryAdmissionMixin, BaseOperator):
     """A fenced write to ``conn_id``: decide, then run the operator's plan, once per slot.
 
     On PostgreSQL the write runs as one server-side unit that commits even if this process is
