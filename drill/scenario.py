@@ -178,13 +178,16 @@ class Scenario:
         return task_id.startswith(self.long_task_prefixes)
 
     def task_status(self) -> str:
-        """How far the triggered runs are: tasks done of total, and how many run now."""
+        """How far the triggered runs are: tasks done of total, how many run or are deferred now."""
         tis = []
         for dag_id, run_id in self.run_ids.items():
             tis += self.api.task_instances(dag_id, run_id)
         done = sum(ti["state"] in ("success", "failed", "skipped", "upstream_failed") for ti in tis)
         running = sum(ti["state"] == "running" for ti in tis)
-        return f"tasks {done}/{len(tis)} done, {running} running"
+        deferred = sum(ti["state"] == "deferred" for ti in tis)  # re-runs waiting to adopt
+        return f"tasks {done}/{len(tis)} done, {running} running" + (
+            f", {deferred} deferred" if deferred else ""
+        )
 
     def wait_running(self, expected: int) -> None:
         """Wait until every long task runs (they must all be caught mid-work by the crash)."""
