@@ -21,6 +21,8 @@ Jinja (``{{ ds }}``) or vendor syntax a parser refuses, and a refused parse must
 
 from __future__ import annotations
 
+import re
+
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
@@ -98,6 +100,12 @@ NOW_LITERALS = ("now", "today", "yesterday", "tomorrow")
 # date() is today; MySQL's UNIX_TIMESTAMP() is this second, UNIX_TIMESTAMP(col) is not).
 _TIME_FUNCTIONS = ("date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff")
 _NOARG_NOW = ("date", "time", "datetime", "julianday", "unixepoch", "unix_timestamp")
+
+# What the dialects lex differently: quotes, MySQL's # comments and backslash escapes,
+# PostgreSQL's $tag$ strings and nested /* */ (a /* before the */ of another), MySQL's "--"
+# needing a space. SQL with none of them gives every dialect the same tokens, so reading it once
+# (as PostgreSQL) is enough.
+_LEXED_APART = re.compile(r"[\"`#\\$]|/\*(?:(?!\*/).)*?/\*|--\S", re.DOTALL)
 
 _STRINGS = {
     TokenType.STRING,
@@ -201,14 +209,17 @@ def find_nondeterministic(sql: str, dialect: str | None = "postgres") -> list[st
     names what any of them finds. SQL no dialect can tokenize (an unterminated string) raises
     :class:`~airflow_crashsafe.errors.ConfigurationError`.
     """
+    dialects = _dialects(dialect)
+    if dialect is None and not _LEXED_APART.search(sql):
+        dialects = ("postgres",)  # the others would read the same tokens, and PostgreSQL finds most
     found: list[tuple[int, str]] = []
     errors: list[str] = []
-    for name in _dialects(dialect):
+    for name in dialects:
         try:
             found += _scan(_tokens(sql, name), name)
         except TokenError as exc:
             errors.append(f"{name}: {exc}")
-    if len(errors) == len(_dialects(dialect)):
+    if len(errors) == len(dialects):
         raise ConfigurationError(
             f"Cannot read this SQL to check it for now(), random() and the like ({'; '.join(errors)}). "
             "Fix its quoting (an unterminated string or quoted name)."
