@@ -42,8 +42,8 @@ def missing_table_error(table: str, conn_id: str) -> ConfigurationError:
 def check_deterministic(sql: str, *, allowed: bool, operator: str, dialect: str | None = None) -> None:
     """Refuse a source calling now(), random(), nextval(), ... unless explicitly allowed.
 
-    ``dialect`` None (the operator is built before its connection is known) reads the SQL as
-    every supported dialect would, so nothing one of them finds is let through.
+    ``dialect`` None (the plan is checked before connecting: the target is not known yet) reads
+    the SQL as every supported dialect would, so nothing one of them finds is let through.
     """
     if allowed:
         return
