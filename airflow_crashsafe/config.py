@@ -26,6 +26,7 @@ __all__ = [
     "adopt_in_flight",
     "adoption_timeout_seconds",
     "adoption_without_triggerer",
+    "alert_notifiers",
     "alerting_config",
     "alerting_instance",
     "alerting_state_dir",
@@ -300,6 +301,12 @@ def deadlines_config() -> str | None:
 
 
 @functools.cache
+def alert_notifiers() -> str | None:
+    """JSON list of the Notifiers the alerting DAG alerts through; None when not configured."""
+    return _get("alert_notifiers") or None
+
+
+@functools.cache
 def alerting_state_dir() -> Path:
     """Where the alerting DAG keeps its incidents and outbox."""
     return _under_airflow_home("alerting_state_dir", "crashsafe-alerting")
@@ -381,6 +388,7 @@ def reset_cache() -> None:
         dead_mans_switch_url,
         alerting_config,
         deadlines_config,
+        alert_notifiers,
         alerting_state_dir,
         alerting_instance,
         _configured_api_url,

@@ -224,6 +224,15 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "",
         "version_added": "0.1.0",
     },
+    "alert_notifiers": {
+        "description": "Airflow Notifiers the alerting DAG alerts through, beside alerting_config's sinks: a "
+        'JSON list of {"class": <import path>, "kwargs": {...}} (connection ids go in kwargs).',
+        "type": "string",
+        "example": '[{"class": "airflow.providers.smtp.notifications.smtp.SmtpNotifier", '
+        '"kwargs": {"to": "ops@example.com", "smtp_conn_id": "smtp_default"}}]',
+        "default": "",
+        "version_added": "0.1.0",
+    },
     "alerting_state_dir": {
         "description": "Where the alerting DAG keeps incidents and its alert outbox. Empty means "
         "$AIRFLOW_HOME/crashsafe-alerting.",

@@ -269,7 +269,8 @@ def _crash(drill: DrillSession, args: argparse.Namespace, progress: Progress) ->
     def in_flight() -> bool:
         return all(vendors.received_from(dag_id) >= pushes for dag_id in scenario.dag_ids)
 
-    wait_until("every payment push to reach its vendor", in_flight, 120)
+    what = "every payment push to reach its vendor"
+    wait_until(what, in_flight, 120, tick=progress.waiting(what))
     if pushes:
         progress(f"{pushes * len(keys)} payment pushes in flight (the vendors hold them)")
     scenario.crash_and_restart()

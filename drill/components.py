@@ -170,8 +170,17 @@ def health(api_url: str, timeout: float = 3.0) -> dict[str, object] | None:
         return None
 
 
-def wait_until(what: str, check: Callable[[], T], timeout: float, interval: float = 1.0) -> T:
-    """Poll ``check()`` until it returns something truthy; TimeoutError names ``what`` otherwise."""
+def wait_until(
+    what: str,
+    check: Callable[[], T],
+    timeout: float,
+    interval: float = 1.0,
+    tick: Callable[[], None] | None = None,
+) -> T:
+    """Poll ``check()`` until it returns something truthy; TimeoutError names ``what`` otherwise.
+
+    ``tick`` (a :class:`~drill.waiting.Ticker`) is called after every poll that was not enough.
+    """
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -179,4 +188,6 @@ def wait_until(what: str, check: Callable[[], T], timeout: float, interval: floa
             return result
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        if tick is not None:
+            tick()
         time.sleep(interval)

@@ -22,6 +22,7 @@ from typing import Any
 
 from drill.airflow_home import DrillHome
 from drill.components import Component, health, wait_until
+from drill.waiting import Ticker, sleep_reporting
 
 __all__ = ["Api", "Progress", "Scenario", "ScenarioTimings"]
 
@@ -43,6 +44,10 @@ class Progress:
     def __call__(self, message: str) -> None:
         self.echo(f"[{self.elapsed():6.1f}s] {message}")
         sys.stdout.flush()
+
+    def waiting(self, what: str, status: Callable[[], str | None] | None = None) -> Ticker:
+        """A ticker printing, through this progress, a line at least every 10 s of a wait."""
+        return Ticker(self, what, status)
 
 
 class Api:
@@ -139,7 +144,8 @@ class Scenario:
                 for part in ("scheduler", "dag_processor", "triggerer")
             )
 
-        wait_until("Airflow to become healthy", healthy, self.timings.boot_timeout)
+        what = "Airflow to become healthy"
+        wait_until(what, healthy, self.timings.boot_timeout, tick=self.progress.waiting(what))
         self.progress("components healthy")
 
         def parsed() -> bool:
@@ -150,7 +156,8 @@ class Scenario:
             known = {d["dag_id"] for d in self.api.get("/dags?limit=100")["dags"]}
             return set(self.dag_ids) <= known
 
-        wait_until("the drill DAGs to be parsed", parsed, self.timings.boot_timeout)
+        what = "the drill DAGs to be parsed"
+        wait_until(what, parsed, self.timings.boot_timeout, tick=self.progress.waiting(what))
         self.progress(f"DAGs parsed: {', '.join(self.dag_ids)}")
 
     def trigger(self, conf: dict[str, Any]) -> None:
@@ -170,6 +177,18 @@ class Scenario:
     def is_long(self, task_id: str) -> bool:
         return task_id.startswith(self.long_task_prefixes)
 
+    def task_status(self) -> str:
+        """How far the triggered runs are: tasks done of total, how many run or are deferred now."""
+        tis = []
+        for dag_id, run_id in self.run_ids.items():
+            tis += self.api.task_instances(dag_id, run_id)
+        done = sum(ti["state"] in ("success", "failed", "skipped", "upstream_failed") for ti in tis)
+        running = sum(ti["state"] == "running" for ti in tis)
+        deferred = sum(ti["state"] == "deferred" for ti in tis)  # re-runs waiting to adopt
+        return f"tasks {done}/{len(tis)} done, {running} running" + (
+            f", {deferred} deferred" if deferred else ""
+        )
+
     def wait_running(self, expected: int) -> None:
         """Wait until every long task runs (they must all be caught mid-work by the crash)."""
 
@@ -181,12 +200,16 @@ class Scenario:
                 raise RuntimeError("a load failed before the crash; see the task logs")
             return running >= expected
 
-        wait_until(f"{expected} loads to run", all_running, self.timings.boot_timeout + expected * 5)
+        what = f"{expected} loads to run"
+        tick = self.progress.waiting(what, self.task_status)
+        wait_until(what, all_running, self.timings.boot_timeout + expected * 5, tick=tick)
         self.progress(f"{expected} tasks running")
 
     def crash_and_restart(self) -> None:
         """SIGKILL the scheduler, stay down longer than the health threshold, restart it."""
-        time.sleep(self.timings.kill_after)
+        sleep_reporting(
+            self.timings.kill_after, self.progress.waiting("the moment to crash", self.task_status)
+        )
         scheduler = self.components["scheduler"]
         survivors = scheduler.crash()
         self.crashed_at = time.time()
@@ -195,7 +218,7 @@ class Scenario:
             f"waiting {self.timings.outage:.0f} s (> scheduler_health_check_threshold "
             f"{self.timings.health_check_threshold} s)"
         )
-        time.sleep(self.timings.outage)
+        sleep_reporting(self.timings.outage, self.progress.waiting("the outage to pass", self.task_status))
         self.start("scheduler")
         self.restarted_at = time.time()
         self.progress("restarting scheduler")
@@ -218,8 +241,9 @@ class Scenario:
             started = [ti for ti in again if ti["state"] not in (None, "scheduled", "queued")]
             return bool(tis) and len(started) == len(tis)
 
+        what = "the restarted scheduler to reset and re-run the loads"
         with contextlib.suppress(TimeoutError):
-            wait_until("the restarted scheduler to reset and re-run the loads", all_rerunning, timeout)
+            wait_until(what, all_rerunning, timeout, tick=self.progress.waiting(what, self.task_status))
         count = len(rerunning())
         if count:
             self.progress(f"reset observed: {count} loads started again (new try, new ti.id)")
@@ -237,7 +261,9 @@ class Scenario:
             states = {dag_id: self.api.run_state(dag_id, run) for dag_id, run in self.run_ids.items()}
             return states if set(states.values()) <= TERMINAL_RUN_STATES else None
 
-        states = wait_until("the DAG runs to finish", finished, timeout, interval=2.0)
+        what = "the DAG runs to finish"
+        tick = self.progress.waiting(what, self.task_status)
+        states = wait_until(what, finished, timeout, interval=2.0, tick=tick)
         assert states is not None  # wait_until returns only a truthy result
         self.progress("runs finished: " + ", ".join(f"{d} {s}" for d, s in states.items()))
         return states

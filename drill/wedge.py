@@ -48,6 +48,7 @@ from drill.facts import DrillFacts
 from drill.pg_locks import Backend, MetadataProbe, socket_holders, socket_ports
 from drill.scenario import Progress, Scenario
 from drill.session import DrillSession
+from drill.waiting import sleep_reporting
 from drill.watch import watchdog_accepts
 from drill.wedge_report import WedgeFact, is_wedge_page
 
@@ -146,7 +147,7 @@ class Wedge:
 
     def restart(self, outage: float, threshold: int) -> None:
         self.progress(f"waiting {outage:.0f} s (> scheduler_health_check_threshold {threshold} s)")
-        time.sleep(outage)
+        sleep_reporting(outage, self.progress.waiting("the outage to pass"))
         self.scenario.start("scheduler")
         self.fact.restarted_at = self.scenario.restarted_at = time.time()
         self.progress("restarting scheduler")
@@ -159,7 +160,11 @@ class Wedge:
     def watch_plain(self, give_up: float) -> None:
         """The plain phase: do the reset tasks stay ``scheduled`` for ``give_up`` seconds?"""
         end, first_stuck, scheduled = time.monotonic() + give_up, None, 0
+        tick = self.progress.waiting(
+            "the reset tasks to queue (plain phase)", lambda: f"{scheduled} scheduled"
+        )
         while time.monotonic() < end:
+            tick()
             self._scheduler_pid()
             scheduled = self._waiting()
             if scheduled and first_stuck is None:
@@ -203,7 +208,9 @@ class Wedge:
         assert receiver is not None  # start_watchdog sets both
         assert watchdog is not None
         end = time.monotonic() + max(args.give_up, 60.0) + 3 * args.watch_interval
+        tick = self.progress.waiting("the watchdog's page and the recovery (crashsafe phase)")
         while time.monotonic() < end and (f.page_at is None or f.recovered_at is None):
+            tick()
             if watchdog.process is not None and not watchdog.process.alive():
                 self.progress(f"the watchdog exited:\n{watchdog.tail()}")
                 break

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
 
+from airflow_crashsafe import metrics
 from airflow_crashsafe.audit import events as ev
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.spool import Spool, is_bad_data
@@ -188,6 +189,15 @@ class Writer:
     def _spool(self, events: list[AttemptEvent]) -> None:
         self.spool.append(events)
         self.spooled += len(events)
+        metrics.incr("crashsafe.audit.spooled", len(events))
+        self._gauge_depth()
+
+    def _gauge_depth(self) -> None:
+        """The spool's depth as a gauge, after it grew or was drained (both rare: the store failed)."""
+        try:
+            metrics.gauge("crashsafe.audit.spool_depth", self.spool.count())
+        except OSError:
+            log.debug("crashsafe audit: could not count the spool", exc_info=True)
 
     def _loop(self) -> None:
         try:
@@ -270,6 +280,7 @@ class Writer:
                 delivered = self.spool.drain(self.sink.apply, stop=self._stop_draining)
                 if delivered:
                     log.info("crashsafe audit: delivered %d spooled events", delivered)
+                self._gauge_depth()
         except Exception:
             log.warning("crashsafe audit: spooled events kept for later", exc_info=True)
             self._failed()

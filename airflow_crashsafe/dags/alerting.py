@@ -10,7 +10,8 @@ alerting"):
   even with all of Airflow down;
 * it checks every component's heartbeat, task instances stuck queued or running, and runs the
   audit reconciliation;
-* it alerts through the same sinks as the watchdog, directly from its alert task, never through
+* it alerts through the same sinks as the watchdog, and through Airflow Notifiers (SMTP, Slack,
+  PagerDuty providers' and their connections), directly from its alert task, never through
   Airflow callbacks;
 * its last task defers for a second and comes back, proving a triggerer runs triggers (one that
   heartbeats but runs none fails the run).
@@ -27,6 +28,7 @@ host).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -94,6 +96,7 @@ class AlertingSettings:
     stuck_running_after: timedelta | None = timedelta(hours=6)
     reconcile_grace: timedelta = timedelta(seconds=60)
     request_timeout: float = 10.0
+    notifiers: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         check_expectation("expect_triggerer", self.expect_triggerer)
@@ -163,15 +166,18 @@ def _conn_base_url(host: str | None, schema: str | None, port: int | None) -> st
 
 def build_dispatcher(settings: AlertingSettings) -> Dispatcher:
     """Sinks from the TOML/JSON file of ``sinks_config`` or ``[crashsafe] alerting_config`` (its
-    ``[[sinks]]``; a ``[watch]`` table is ignored, so the watchdog's file can be shared)."""
+    ``[[sinks]]``; a ``[watch]`` table is ignored, so the watchdog's file can be shared), then the
+    Airflow Notifiers of ``notifiers`` and ``[crashsafe] alert_notifiers``."""
     from airflow_crashsafe.alerting import Dispatcher, FileOutbox, build_sinks, load_config_file
+    from airflow_crashsafe.dags.notifiers import notifier_sinks
 
     path = settings.sinks_config or config.alerting_config()
     sinks = build_sinks(load_config_file(path).get("sinks", [])) if path else []
+    sinks += notifier_sinks(settings.notifiers, config.alert_notifiers())
     if not sinks:
         log.warning(
-            "No alert sinks configured (sinks_config / [crashsafe] alerting_config): alerts go to "
-            "this task's log only."
+            "No alert sinks configured (sinks_config / [crashsafe] alerting_config / notifiers / "
+            "[crashsafe] alert_notifiers): alerts go to this task's log only."
         )
     outbox = FileOutbox(settings.state_path() / "outbox.jsonl")
     return Dispatcher(sinks, outbox=outbox, retry_delay=1.0, max_backoff=300.0)
@@ -290,6 +296,7 @@ def build_alerting_dag(
     stuck_running_after: timedelta | None = timedelta(hours=6),
     reconcile_grace: timedelta = timedelta(seconds=60),
     request_timeout: float = 10.0,
+    notifiers: Sequence[Any] = (),
     start_date: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc),
     tags: tuple[str, ...] = ("crashsafe", "alerting"),
     **dag_kwargs: Any,
@@ -303,6 +310,9 @@ def build_alerting_dag(
     :param api_conn_id: HTTP connection to the REST API (stuck tasks, reconciliation, HA
         replicas); default ``[crashsafe] api_conn_id``, else ``crashsafe_api``. Without it those
         checks are skipped with a WARNING.
+    :param notifiers: Airflow Notifiers (``SmtpNotifier(...)``, a Slack or PagerDuty provider's)
+        alerted through beside the sinks, rendered with ``alert`` in their context; see
+        :mod:`airflow_crashsafe.dags.notifiers`. Also ``[crashsafe] alert_notifiers``.
     :param grace: how long a condition must last before it pages.
     :param stuck_queued_after, stuck_running_after: None turns that half of the check off.
     """
@@ -328,6 +338,7 @@ def build_alerting_dag(
         stuck_running_after=stuck_running_after,
         reconcile_grace=reconcile_grace,
         request_timeout=request_timeout,
+        notifiers=tuple(notifiers),
     )
     short = timedelta(seconds=max(60, int(4 * request_timeout)))
     defaults = {"retries": 0, "execution_timeout": short, "owner": "airflow-crashsafe"}

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_crashsafe import config
+from airflow_crashsafe import config, metrics
 from airflow_crashsafe.effects.http_policy import UnknownOutcomePolicy
 from airflow_crashsafe.effects.in_flight import InFlightWait
 from airflow_crashsafe.effects.keys import derive_key
@@ -164,6 +164,12 @@ def begin_call(
     while True:
         decided = _decide_locked(ask, on_unknown_outcome, waiter)
         if isinstance(decided, Call):
+            if waiter.awaited is not None:
+                metrics.timing(
+                    "crashsafe.ledger.in_flight_wait",
+                    waiter.waited_seconds * 1000.0,
+                    tags=metrics.slot_tags(slot),
+                )
             return decided
         waiter.wait(decided)  # outside the transaction: the holder must be able to record
 
@@ -234,6 +240,8 @@ def _unknown_outcome(
     awaited = ""
     if waiter.awaited is not None:
         awaited = f" It was awaited for {waiter.waited_seconds:.1f} s without an answer being recorded."
+    action = "refused" if policy == "fail" else "resent"
+    metrics.incr("crashsafe.ledger.unknown_outcome_found", tags=metrics.slot_tags(call.slot, action=action))
     if policy == "fail":
         raise OutcomeUnknown(
             f"The outcome of {target!r} (key {key}) is unknown: {before.describe_attempt()} "
@@ -258,6 +266,7 @@ def _replayed(call: Call, waiter: InFlightWait) -> None:
     entry = call.entry
     holder = waiter.awaited
     if holder is None or entry.ti_id != holder.ti_id:
+        metrics.incr("crashsafe.ledger.replayed", tags=metrics.slot_tags(call.slot))
         log.info(
             "crashsafe: %s already succeeded (key %s, %s); replaying its result, not sending.",
             call.target,
@@ -285,7 +294,8 @@ def _replayed(call: Call, waiter: InFlightWait) -> None:
 
 
 def record_adoption(call: Call, **detail: Any) -> None:
-    """Record in the store that this attempt adopted an earlier attempt's call instead of making it."""
+    """Count and record in the store that this attempt adopted an earlier attempt's call, not making it."""
+    metrics.incr("crashsafe.ledger.adopted", tags=metrics.slot_tags(call.slot))
     call.store.record_event(
         "adopted",
         call.slot,
@@ -315,6 +325,8 @@ def finish_call(
     error: str | None = None,
 ) -> None:
     """Record what the call came to (redacted); a success also commits the slot's fence for this attempt."""
+    if state == "unknown":
+        metrics.incr("crashsafe.ledger.unknown_outcome", tags=metrics.slot_tags(call.slot))
     fence = None
     if state == "succeeded" and call.token is not None:
         fence = fences.commit_statement(call.slot, _FENCE_PREFIX + call.target, call.attempt, call.token)

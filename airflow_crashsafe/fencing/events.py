@@ -2,7 +2,8 @@
 
 Recording never fails the write: a store outage is logged and the write's own outcome stands.
 The event kinds (``committed``, ``skipped_committed``, ``fenced_out``, ``took_over``,
-``adopted``) are read by the audit and the drill.
+``adopted``) are read by the audit and the drill, and each is counted in Airflow's metrics
+(``crashsafe.fence.*``, see :mod:`airflow_crashsafe.metrics`), even when the store is down.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_crashsafe import metrics
 from airflow_crashsafe.errors import FencedOut
 from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import fences
@@ -22,6 +24,14 @@ __all__ = ["fenced_out_error", "record_commit", "record_event", "record_skip"]
 
 log = logging.getLogger(__name__)
 
+_METRIC_OF_KIND = {
+    "committed": "crashsafe.fence.committed",
+    "skipped_committed": "crashsafe.fence.skipped_committed",
+    "fenced_out": "crashsafe.fence.rejected",
+    "took_over": "crashsafe.fence.took_over",
+    "adopted": "crashsafe.fence.adopted",
+}
+
 
 def record_event(
     kind: str,
@@ -32,7 +42,10 @@ def record_event(
     detail: Mapping[str, Any],
     store: Store | None = None,
 ) -> None:
-    """Record an event in the crashsafe store; a store outage never fails the write."""
+    """Count an event in the metrics and record it in the crashsafe store; neither fails the write."""
+    if kind in _METRIC_OF_KIND:
+        extra = {"stage": detail["stage"]} if "stage" in detail else {}
+        metrics.incr(_METRIC_OF_KIND[kind], tags=metrics.slot_tags(slot, **extra))
     try:
         (store or open_store()).record_event(kind, slot, target, attempt, token=token, detail=detail)
     except Exception:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
-from airflow_crashsafe import config
+from airflow_crashsafe import config, metrics
 from airflow_crashsafe.admission.operator import AdmissionResume, RecoveryAdmissionMixin
 from airflow_crashsafe.admission.rules import Deadline
 from airflow_crashsafe.errors import ConfigurationError
@@ -23,6 +23,7 @@ from airflow_crashsafe.fencing.decision import Adoption, Resume, Run, Wait, deci
 from airflow_crashsafe.fencing.runners import Runner, runner_for
 from airflow_crashsafe.fencing.triggerer import await_unit, check_without_triggerer
 from airflow_crashsafe.identity import attempt_from_context, current_context, slot_from_context
+from airflow_crashsafe.operators.lineage import SQLLineageMixin
 from airflow_crashsafe.store.dbapi import connect_target
 from airflow_crashsafe.triggers.unit import UnitEndTrigger
 
@@ -37,7 +38,7 @@ ON_KILL_CHOICES = ("leave", "cancel")
 _TRIGGER_TIMEOUT = TriggerFailureReason.TRIGGER_TIMEOUT.value
 
 
-class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
+class FencedSQLBase(SQLLineageMixin, RecoveryAdmissionMixin, BaseOperator):
     """A fenced write to ``conn_id``: decide, then run the operator's plan, once per slot.
 
     On PostgreSQL the write runs as one server-side unit that commits even if this process is
@@ -148,7 +149,10 @@ class FencedSQLBase(RecoveryAdmissionMixin, BaseOperator):
                 db.close()  # hold no connection while waiting
                 return self._write(context, self._await_unit(decision), admission)
             if isinstance(decision, Run):
-                with self.recovery_place(ctx, admission):  # a recovery re-run may defer here for a place
+                with (
+                    self.recovery_place(ctx, admission),
+                    metrics.timed("crashsafe.fence.write", tags=metrics.slot_tags(slot)),
+                ):  # a recovery re-run may defer here for a place
                     return runner.run(decision, plan, prepared)
             return decision.result
         finally:

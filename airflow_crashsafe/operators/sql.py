@@ -22,6 +22,7 @@ from airflow_crashsafe.sql.plans import Params
 from airflow_crashsafe.sql.plans.merge import MergePlan
 from airflow_crashsafe.sql.plans.overwrite import OverwritePlan
 from airflow_crashsafe.sql.plans.statements import StatementsPlan
+from airflow_crashsafe.sql.quoting import parse_table_name, sqlite_quote
 
 __all__ = ["FencedSQLOperator", "NaturalKeyMergeOperator", "PartitionOverwriteOperator"]
 
@@ -60,6 +61,9 @@ class PartitionOverwriteOperator(FencedSQLBase):
         self.partition = partition
         self.sql = sql
         self.parameters = parameters
+
+    def lineage_sql(self) -> list[str]:
+        return [_insert_into(self.target_table, self.sql)]
 
     def write_plan(self) -> OverwritePlan:
         return OverwritePlan.build(
@@ -107,6 +111,9 @@ class NaturalKeyMergeOperator(FencedSQLBase):
         self.parameters = parameters
         self.allow_nondeterministic = allow_nondeterministic
 
+    def lineage_sql(self) -> list[str]:
+        return [_insert_into(self.target_table, self.sql)]
+
     def write_plan(self) -> MergePlan:
         return MergePlan.build(
             operator=type(self).__name__,
@@ -152,7 +159,19 @@ class FencedSQLOperator(FencedSQLBase):
         self.target = target
         self.parameters = parameters
 
+    def lineage_sql(self) -> list[str]:
+        return [self.sql] if isinstance(self.sql, str) else list(self.sql)
+
     def write_plan(self) -> StatementsPlan:
         return StatementsPlan.build(
             task_id=self.task_id, sql=self.sql, target=self.target, parameters=self.parameters
         )
+
+
+def _insert_into(target_table: str, query: str) -> str:
+    """What a write of ``query``'s rows into ``target_table`` reads and writes, as one statement.
+
+    The table is quoted as crashsafe writes it (each part exact, case included).
+    """
+    table = ".".join(sqlite_quote(part) for part in parse_table_name(target_table).parts)
+    return f"INSERT INTO {table} {query.strip().rstrip(';')}"

@@ -39,10 +39,16 @@ def missing_table_error(table: str, conn_id: str) -> ConfigurationError:
     )
 
 
-def check_deterministic(sql: str, *, allowed: bool, operator: str) -> None:
-    """Refuse a source calling now(), random(), nextval(), ... unless explicitly allowed."""
-    calls = find_nondeterministic(sql)
-    if calls and not allowed:
+def check_deterministic(sql: str, *, allowed: bool, operator: str, dialect: str | None = None) -> None:
+    """Refuse a source calling now(), random(), nextval(), ... unless explicitly allowed.
+
+    ``dialect`` None (the plan is checked before connecting: the target is not known yet) reads
+    the SQL as every supported dialect would, so nothing one of them finds is let through.
+    """
+    if allowed:
+        return
+    calls = find_nondeterministic(sql, dialect)
+    if calls:
         raise NondeterministicSourceError(
             f"{operator}: the source query calls {', '.join(calls)}, which returns something new on "
             "every attempt, so a re-run would not write the same rows. Take the value from the run "

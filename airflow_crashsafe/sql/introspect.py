@@ -72,10 +72,10 @@ def describe_table(db: Any, table: TableName, *, unique_keys: bool = True) -> Ta
     return _sqlite_describe(db, table)
 
 
-def _default_reason(default: str | None) -> str | None:
+def _default_reason(default: str | None, dialect: str) -> str | None:
     if not default:
         return None
-    calls = find_nondeterministic(default)
+    calls = find_nondeterministic(default, dialect)
     return f"default {default} (calls {', '.join(calls)})" if calls else None
 
 
@@ -113,7 +113,7 @@ def _pg_describe(db: Any, table: TableName, unique_keys: bool) -> TableInfo | No
         elif generated:
             reason = f"GENERATED ALWAYS AS ({default}) STORED"
         else:
-            reason = _default_reason(default)
+            reason = _default_reason(default, "postgres")
         columns.append(Column(str(name), str(type_), reason))
     found = db.execute(_PG_UNIQUE, {"oid": oid}).fetchall() if unique_keys else []
     keys = [
@@ -151,7 +151,7 @@ def _sqlite_describe(db: Any, table: TableName) -> TableInfo | None:
                 " AUTOINCREMENT" if autoincrement else ""
             )
         else:
-            reason = _default_reason(default)
+            reason = _default_reason(default, "sqlite")
         columns.append(Column(str(name), str(type_ or ""), reason))
     keys = []
     if rowid_alias:

@@ -3,7 +3,8 @@
 :mod:`~airflow_crashsafe.testing.vendor` (payment vendors with and without idempotency keys),
 :mod:`~airflow_crashsafe.testing.http` (an HTTP server answering from your function),
 :mod:`~airflow_crashsafe.testing.postgres` (a throwaway PostgreSQL cluster),
-:class:`RecordingSink` (an alert sink that keeps what it is sent) and
+:class:`RecordingSink` (an alert sink that keeps what it is sent),
+:func:`record_metrics` (what reaches Airflow's metrics backend) and
 :func:`fake_context` (a task context made of plain objects).
 """
 
@@ -12,12 +13,14 @@ from __future__ import annotations
 from airflow_crashsafe.testing.alerts import RecordingSink
 from airflow_crashsafe.testing.context import fake_context
 from airflow_crashsafe.testing.http import LocalServer, Reply, serve
+from airflow_crashsafe.testing.metrics import MetricsRecorder, record_metrics
 from airflow_crashsafe.testing.postgres import PostgresCluster, drop_database, make_database, start_cluster
 from airflow_crashsafe.testing.vendor import KeyHonouringVendor, NaiveVendor, Received
 
 __all__ = [
     "KeyHonouringVendor",
     "LocalServer",
+    "MetricsRecorder",
     "NaiveVendor",
     "PostgresCluster",
     "Received",
@@ -26,6 +29,7 @@ __all__ = [
     "drop_database",
     "fake_context",
     "make_database",
+    "record_metrics",
     "serve",
     "start_cluster",
 ]

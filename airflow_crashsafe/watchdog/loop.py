@@ -23,7 +23,7 @@ from airflow_crashsafe.alerting.dispatch import Dispatcher
 from airflow_crashsafe.alerting.incidents import Incident
 from airflow_crashsafe.alerting.model import Alert
 from airflow_crashsafe.watchdog.health import Observation
-from airflow_crashsafe.watchdog.metrics import MetricsServer, render
+from airflow_crashsafe.watchdog.metrics import MetricsServer, Poll
 from airflow_crashsafe.watchdog.rules import Rules, evaluate
 from airflow_crashsafe.watchdog.state import StateFile
 
@@ -107,13 +107,7 @@ class Watchdog:
             pending = self.dispatcher.pending()
         if self.metrics is not None:
             self.metrics.update(
-                render(
-                    observation,
-                    incidents,
-                    self.rules,
-                    outbox_pending=pending,
-                    sink_failures=self.dispatcher.failures_total,
-                )
+                Poll(observation, incidents, self.rules, pending, dict(self.dispatcher.failures_total))
             )
         return alerts
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import socket
+from typing import Any
+
 import pytest
 
 from airflow_crashsafe.effects import effect
 from airflow_crashsafe.errors import CrashsafeError, IdempotencyConflict, OutcomeUnknown
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import fake_context
+from airflow_crashsafe.testing.metrics import record_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -78,3 +82,61 @@ def test_done_twice_is_an_error(store: Store) -> None:
         fx.done()
         with pytest.raises(CrashsafeError, match="already done"):
             fx.done()
+
+
+def test_unknown_outcomes_and_replays_reach_airflow_metrics(store: Store) -> None:
+    """An unknown outcome, its refusal, its resend and a replay are each counted in Stats."""
+    tags = {"dag_id": "crm", "task_id": "welcome_email"}
+    with record_metrics() as sent:
+        with pytest.raises(RuntimeError), effect("sms", context=ctx(1), payload=1):
+            raise RuntimeError("timeout")
+        with pytest.raises(OutcomeUnknown), effect("sms", context=ctx(2), payload=1):
+            pytest.fail("the block must not run")
+        with effect("sms", context=ctx(3), payload=1, on_unknown_outcome="resend") as fx:
+            fx.done("sent")
+        with effect("sms", context=ctx(4), payload=1) as fx:
+            assert fx.replayed
+    assert [(s.name, s.tags.get("action")) for s in sent.named()] == [
+        ("crashsafe.ledger.unknown_outcome", None),
+        ("crashsafe.ledger.unknown_outcome_found", "refused"),
+        ("crashsafe.ledger.unknown_outcome_found", "resent"),
+        ("crashsafe.ledger.replayed", None),
+    ]
+    assert all(s.tags.items() >= tags.items() for s in sent.named())
+
+
+def test_a_replay_reaches_a_real_statsd_listener(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With [metrics] statsd_on, a replay arrives as a StatsD packet under Airflow's prefix."""
+    pytest.importorskip("statsd", reason="Airflow's StatsD backend needs the statsd package")
+    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
+    from airflow.sdk.observability.stats import Stats
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.settimeout(5)
+        for option, value in {
+            "STATSD_ON": "True",
+            "STATSD_HOST": "127.0.0.1",
+            "STATSD_PREFIX": "airflow",
+        }.items():
+            monkeypatch.setenv(f"AIRFLOW__METRICS__{option}", value)
+        monkeypatch.setenv("AIRFLOW__METRICS__STATSD_PORT", str(listener.getsockname()[1]))
+        made: list[Any] = []
+
+        def factory() -> Any:  # [metrics]' factory, as the task runner installs it; kept to close it
+            made.append(get_stats_factory()())
+            return made[-1]
+
+        Stats.initialize(factory=factory, export_legacy_names=False)
+        try:
+            for try_number in (1, 2):
+                with effect("receipt", context=ctx(try_number), payload=1) as fx:
+                    if fx.pending:
+                        fx.done("r-1")
+            packet = listener.recv(1024).decode()
+        finally:
+            with record_metrics():
+                pass  # puts back the backend [metrics] configures
+            for backend in made:
+                backend.statsd.close()
+    assert packet == "airflow.crashsafe.ledger.replayed:1|c"

@@ -14,6 +14,7 @@ from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.errors import OutcomeUnknown
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import KeyHonouringVendor, NaiveVendor, fake_context
+from airflow_crashsafe.testing.metrics import record_metrics
 from tests.integration.effects.test_http_operator import ctx, push
 
 pytestmark = pytest.mark.integration
@@ -57,7 +58,7 @@ def vendor_conn(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], None]:
 
 
 def test_effect_in_flight_is_awaited_and_its_result_adopted(store: Store) -> None:
-    """The reset re-run waits for the old attempt's block to finish and returns its result unrun."""
+    """The reset re-run waits for the old attempt's block to finish, returns its result unrun, counts both."""
     entered, release = threading.Event(), threading.Event()
 
     def old_attempt() -> Any:
@@ -71,11 +72,18 @@ def test_effect_in_flight_is_awaited_and_its_result_adopted(store: Store) -> Non
     assert entered.wait(10)
     threading.Timer(0.5, release.set).start()
     ran_again = False
-    with effect("welcome-email", context=welcome(2), payload={"to": "ada"}, in_flight_wait=10) as fx:
+    with (
+        record_metrics() as sent,
+        effect("welcome-email", context=welcome(2), payload={"to": "ada"}, in_flight_wait=10) as fx,
+    ):
         if fx.pending:
             ran_again = True
             fx.done({"message_id": "m-2"})
     thread.join(10)
+    (waited,) = [s for s in sent.named() if s.kind == "timing"]
+    assert waited.name == "crashsafe.ledger.in_flight_wait"
+    assert waited.value >= 400  # ms: the old attempt was released after 0.5 s
+    assert sent.count("crashsafe.ledger.adopted", dag_id="payouts", task_id="welcome") == 1
     assert old == {"result": {"message_id": "m-1"}}
     assert not ran_again
     assert fx.adopted

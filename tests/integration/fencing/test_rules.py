@@ -15,6 +15,7 @@ from airflow_crashsafe.identity import slot_from_context
 from airflow_crashsafe.store.dbapi import Db, connect_url
 from airflow_crashsafe.store.fences import FenceState
 from airflow_crashsafe.store.store import Store
+from airflow_crashsafe.testing.metrics import record_metrics
 from tests.support.fencing import (
     OUTPUT_TABLE,
     AttemptSpec,
@@ -259,3 +260,31 @@ def test_sqlite_serialises_overlapping_attempts_so_the_zombie_never_overwrites(
     finally:
         zombie_db.close()
         retry_db.close()
+
+
+@pytest.mark.parametrize("target_url", ["postgresql"], indirect=True)
+def test_commits_skips_and_rejections_reach_airflow_metrics(attempt: Spawn, dag_id: str) -> None:
+    """A commit, a zombie fenced out at start and a retry skipping committed work are counted in Stats."""
+    with record_metrics() as sent:
+        retry, zombie = attempt("retry", 2), attempt("zombie", 1)
+        retry.begin()
+        zombie.begin()
+        retry.write()
+        retry.exit()
+        later = attempt("later", 3)
+        later.begin()
+        later.exit()
+    assert (zombie.outcome, retry.outcome, later.outcome) == (
+        "fenced_start",
+        "committed",
+        "already_committed",
+    )
+    tags = {"dag_id": dag_id, "task_id": "task"}
+    assert sent.count("crashsafe.fence.rejected", **tags, stage="start") == 1
+    assert sent.count("crashsafe.fence.committed", **tags) == 1
+    assert sent.count("crashsafe.fence.skipped_committed", **tags) == 1
+    assert [s.name for s in sent.named()] == [
+        "crashsafe.fence.rejected",
+        "crashsafe.fence.committed",
+        "crashsafe.fence.skipped_committed",
+    ]

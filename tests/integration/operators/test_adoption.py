@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import TaskDeferred
 from airflow_crashsafe.errors import FencedOut
 from airflow_crashsafe.operators import PartitionOverwriteOperator
 from airflow_crashsafe.testing.context import fake_context
+from airflow_crashsafe.testing.metrics import record_metrics
 from airflow_crashsafe.triggers.unit import UnitEndTrigger
 from tests.support.adoption import (
     DAY,
@@ -74,7 +75,7 @@ def _resume(
 
 
 def test_a_reset_rerun_adopts_the_in_flight_unit_and_runs_nothing(pg_target: SqlTarget) -> None:
-    """Try 2 defers while try 1's unit runs, then adopts its commit: one execution, exact rows."""
+    """Try 2 defers while try 1's unit runs, adopts (and counts) its commit: one execution, exact rows."""
     setup(pg_target)
     first = overwrite_op(pg_target, 2.0)
     thread, outcome = in_thread(first, fake_context(task_id="load_revenue", try_number=1, ti_id="ti-1"))
@@ -84,10 +85,12 @@ def test_a_reset_rerun_adopts_the_in_flight_unit_and_runs_nothing(pg_target: Sql
     deferred = _defers(rerun, context)
     assert deferred.kwargs
     assert deferred.kwargs["awaited"]["ti_id"] == "ti-1"
-    result = _resume(rerun, context, deferred)
+    with record_metrics() as sent:
+        result = _resume(rerun, context, deferred)
     thread.join(10)
     assert outcome.get("result", {}).get("rows") == 2, outcome
     assert result["adopted"] is True
+    assert sent.count("crashsafe.fence.adopted", task_id="load_revenue") == 1
     assert result["rows"] == 2  # the adopted unit's own result
     assert "try 1 (ti ti-1" in result["committed_by"]
     assert executions(pg_target) == 1

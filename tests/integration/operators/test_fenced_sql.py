@@ -8,6 +8,7 @@ import pytest
 
 from airflow_crashsafe.operators import FencedSQLOperator
 from airflow_crashsafe.testing.context import fake_context
+from airflow_crashsafe.testing.metrics import record_metrics
 from tests.support.sql_target import SqlTarget
 
 pytestmark = pytest.mark.integration
@@ -73,12 +74,18 @@ def test_sequence_parameters_are_passed_as_they_are(target: SqlTarget) -> None:
 
 
 def test_retry_after_commit_does_not_run_the_statements_again(target: SqlTarget) -> None:
-    """A retry of a committed slot returns without running its statements (the insert is not doubled)."""
+    """A retry of a committed slot runs nothing (the insert is not doubled); Stats counts both."""
     target.run(TABLE)
     insert = "INSERT INTO facts VALUES ('a', 0, 0)"
-    _op(target, insert).execute(fake_context(task_id="facts", try_number=1))
-    result = _op(target, insert).execute(fake_context(task_id="facts", try_number=2))
+    with record_metrics() as sent:
+        _op(target, insert).execute(fake_context(task_id="facts", try_number=1))
+        result = _op(target, insert).execute(fake_context(task_id="facts", try_number=2))
     assert result["skipped"] is True
+    assert [(s.kind, s.name) for s in sent.named()] == [
+        ("incr", "crashsafe.fence.committed"),
+        ("timing", "crashsafe.fence.write"),
+        ("incr", "crashsafe.fence.skipped_committed"),
+    ]
     assert target.rows("SELECT count(*) FROM facts") == [(1,)]
     _op(target, insert).execute(fake_context(task_id="facts", try_number=3, clear_number=1))
     assert target.rows("SELECT count(*) FROM facts") == [(2,)]

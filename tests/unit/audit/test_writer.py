@@ -11,6 +11,7 @@ from pathlib import Path
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.audit.spool import Spool
 from airflow_crashsafe.audit.writer import Writer
+from airflow_crashsafe.testing.metrics import record_metrics
 from tests.unit.audit.sinks import MemorySink as Sink
 
 START = AttemptEvent(
@@ -100,6 +101,22 @@ def test_a_failed_write_discards_the_connection_and_the_next_one_drains_the_spoo
     assert w.submit(later)
     wait_for(lambda: w.spool.count() == 0)
     assert sink.applied == [later, START]
+
+
+def test_spooled_events_and_the_spool_depth_reach_airflow_metrics(tmp_path: Path) -> None:
+    """Spooling counts the events and gauges the depth; the drain after the store returns gauges 0."""
+    sink = Sink()
+    w = writer(sink, tmp_path, beacon_interval=3600)
+    with record_metrics() as sent:
+        sink.down = True
+        assert not w.submit(START)
+        assert not w.submit(replace(START, pid=12))
+        sink.down = False
+        assert w.submit(replace(START, pid=13))
+        wait_for(lambda: w.spool.count() == 0)
+        wait_for(lambda: [s.value for s in sent.named("crashsafe.audit.spool_depth")][-1:] == [0])
+    assert sent.count("crashsafe.audit.spooled") == 2
+    assert [s.value for s in sent.named("crashsafe.audit.spool_depth")] == [1, 2, 0]
 
 
 STOP = replace(START, started_at=None, ended_at=START.started_at, reported_state="deferred")

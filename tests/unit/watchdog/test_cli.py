@@ -6,6 +6,9 @@ import argparse
 import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,6 +19,8 @@ import requests
 from airflow_crashsafe.watchdog import cli
 from airflow_crashsafe.watchdog.state import StateFile
 from tests.support.httpserver import Reply, serve
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -113,22 +118,63 @@ def test_sigterm_stops_the_loop_and_metrics_are_served(tmp_path: Path) -> None:
 
 
 def test_metrics_render_and_serve(tmp_path: Path) -> None:
-    """The metrics endpoint answers the exposition text of the last poll."""
+    """The metrics endpoint answers the last poll through prometheus_client, with process metrics."""
     from airflow_crashsafe.watchdog.health import parse_health
-    from airflow_crashsafe.watchdog.metrics import MetricsServer, render
+    from airflow_crashsafe.watchdog.metrics import MetricsServer, Poll, render
     from airflow_crashsafe.watchdog.rules import Rules
 
     observation = parse_health(healthy(), datetime.now(timezone.utc))
     server = MetricsServer("127.0.0.1", 0)
     server.start()
     try:
-        server.update(render(observation, {}, Rules(), outbox_pending=2, sink_failures={"pd": 3}))
+        before = requests.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
+        server.update(Poll(observation, {}, Rules(), outbox_pending=2, sink_failures={'p"d': 3}))
         text = requests.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
+        open_metrics = requests.get(
+            f"http://127.0.0.1:{server.port}/metrics",
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+            timeout=5,
+        )
     finally:
         server.stop()
-    assert 'crashsafe_watchdog_component_alive{component="scheduler"} 1' in text
-    assert "crashsafe_watchdog_outbox_pending 2" in text
-    assert 'crashsafe_watchdog_sink_failures_total{sink="pd"} 3' in text
+    assert "crashsafe_watchdog" not in before  # nothing to report before the first poll
+    assert 'crashsafe_watchdog_component_alive{component="scheduler"} 1.0' in text
+    assert "crashsafe_watchdog_outbox_pending 2.0" in text
+    assert 'crashsafe_watchdog_sink_failures_total{sink="p\\"d"} 3.0' in text
+    assert "process_resident_memory_bytes" in text
+    assert open_metrics.headers["Content-Type"].startswith("application/openmetrics-text")
+    assert open_metrics.text.rstrip().endswith("# EOF")
+    alone = render(observation, {}, Rules(), outbox_pending=0, sink_failures={})
+    assert "crashsafe_watchdog_outbox_pending 0.0" in alone
+    assert "process_" not in alone
+
+
+def test_metrics_port_without_prometheus_client_is_a_configuration_error(tmp_path: Path) -> None:
+    """Without the prometheus extra the watchdog still runs; --metrics-port exits 2 naming the extra."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "prometheus_client":
+                    raise ImportError("not installed")
+
+        sys.meta_path.insert(0, Block())
+        import argparse
+        from airflow_crashsafe.watchdog import cli
+        parser = argparse.ArgumentParser()
+        cli.add_arguments(parser)
+        argv = ["--api-url", "http://127.0.0.1:9", "--state-dir", {str(tmp_path)!r}, "--metrics-port", "0"]
+        sys.exit(cli.run(parser.parse_args(argv)))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'airflow-crashsafe[prometheus]'" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_corrupt_state_is_moved_aside(tmp_path: Path) -> None:
