@@ -50,6 +50,7 @@ __all__ = [
     "store_conn_id",
     "store_connect_timeout_seconds",
     "store_statement_timeout_seconds",
+    "triggerer_answer_seconds",
 ]
 
 _N = TypeVar("_N", int, float)
@@ -204,6 +205,12 @@ def adoption_without_triggerer() -> str:
 
 
 @functools.cache
+def triggerer_answer_seconds() -> float:
+    """How often a deferred re-run's trigger checks in; twice this unanswered means a stalled triggerer."""
+    return _positive("triggerer_answer_seconds")
+
+
+@functools.cache
 def on_kill_unit() -> str:
     """Default ``on_kill`` policy for a running unit: "leave" or "cancel"."""
     value = _get("on_kill_unit").strip().lower()
@@ -345,6 +352,7 @@ def reset_cache() -> None:
         adopt_in_flight,
         adoption_timeout_seconds,
         adoption_without_triggerer,
+        triggerer_answer_seconds,
         on_kill_unit,
         recovery_concurrency,
         recovery_lease_seconds,
