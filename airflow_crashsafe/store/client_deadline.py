@@ -87,6 +87,19 @@ class _Watcher:
 _watcher = _Watcher()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (LocalExecutor worker, task process) gets a fresh watcher.
+
+    The parent's watcher thread does not exist in the child, and its lock may have been held at
+    the fork: reusing it could block the child's first store statement forever.
+    """
+    global _watcher
+    _watcher = _Watcher()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @contextlib.contextmanager
 def armed(seconds: float, cut: Callable[[], None]) -> Iterator[Armed]:
     """Run the block with ``cut()`` called from the watcher thread if it lasts over ``seconds``."""
