@@ -123,7 +123,7 @@ def _until_state(api: Api, dag_id: str, run_id: str, task_id: str, wanted: set[s
         return state if state in wanted else None
 
     try:
-        return wait_until(f"{dag_id}.{task_id} to be {wanted}", check, timeout, interval=1)
+        return str(wait_until(f"{dag_id}.{task_id} to be {wanted}", check, timeout, interval=1))
     except Exception as exc:
         raise AssertionError(f"{dag_id}.{task_id} went through {seen}, never {wanted}") from exc
 
@@ -164,9 +164,11 @@ def test_stalled_triggerer_pages_via_the_canary_and_the_rerun_does_not_sit_defer
             90,
         )
         for dag_id in (CANARY, RERUN):
-            wait_until(
-                f"DAG {dag_id} parsed", lambda d=dag_id: api.http.get(f"{api.url}/api/v2/dags/{d}").ok, 90
-            )
+
+            def parsed(d: str = dag_id) -> bool:
+                return api.http.get(f"{api.url}/api/v2/dags/{d}", timeout=15).ok
+
+            wait_until(f"DAG {dag_id} parsed", parsed, 90)
         # The api-server builds its execution API on the first request to it, holding its event
         # loop meanwhile (a minute on a loaded machine): build it now, not under the first task.
         api.http.get(f"{api.url}/execution/health", timeout=240)
