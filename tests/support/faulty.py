@@ -49,6 +49,7 @@ class FaultyServer:
         self._stop = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()  # an accept racing stop() must not leave its socket open
         self.requests: list[bytes] = []
         #: Connections the client closed while the behaviour was still answering.
         self.hung_up = threading.Event()
@@ -61,7 +62,11 @@ class FaultyServer:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            self._conns.append(conn)
+            with self._lock:
+                if self._stop.is_set():
+                    conn.close()
+                    return
+                self._conns.append(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -79,9 +84,11 @@ class FaultyServer:
                 self.hung_up.set()
 
     def stop(self) -> None:
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
+            conns = list(self._conns)
         self._listener.close()
-        for conn in self._conns:
+        for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
