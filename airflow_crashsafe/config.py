@@ -54,6 +54,7 @@ __all__ = [
     "store_conn_id",
     "store_connect_timeout_seconds",
     "store_statement_timeout_seconds",
+    "triggerer_answer_seconds",
 ]
 
 _N = TypeVar("_N", int, float)
@@ -205,6 +206,12 @@ def adoption_without_triggerer() -> str:
             f"[crashsafe] adoption_without_triggerer = {value!r}: set it to 'wait' or 'take_over'."
         )
     return value
+
+
+@functools.cache
+def triggerer_answer_seconds() -> float:
+    """How often a deferred re-run's trigger checks in; twice this unanswered means a stalled triggerer."""
+    return _positive("triggerer_answer_seconds")
 
 
 @functools.cache
@@ -376,6 +383,7 @@ def reset_cache() -> None:
         adopt_in_flight,
         adoption_timeout_seconds,
         adoption_without_triggerer,
+        triggerer_answer_seconds,
         on_kill_unit,
         policy_mode,
         recovery_concurrency,

@@ -120,6 +120,18 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "default": "wait",
         "version_added": "0.1.0",
     },
+    "triggerer_answer_seconds": {
+        "description": "How often a heartbeating triggerer must answer a re-run deferred on its "
+        "predecessor's in-flight unit: the trigger checks in at this interval (the task resumes, "
+        "looks at the unit and defers anew), and a deferral left unanswered for twice this long "
+        "(a triggerer that heartbeats but runs no trigger) is ended by the scheduler's deferral "
+        "timeout; the re-run then waits in the worker or takes over, as adoption_without_triggerer "
+        "says, and its log says which.",
+        "type": "float",
+        "example": "300",
+        "default": "300",
+        "version_added": "0.1.0",
+    },
     "on_kill_unit": {
         "description": "What on_kill does to a crashsafe SQL write running server-side: leave (it "
         "commits if still the newest attempt, and a re-run adopts it) or cancel. Operators' "

@@ -3,7 +3,7 @@
 A triggerer can heartbeat and still run no trigger (stalled in its event loop): the health
 endpoint then calls it healthy, yet every deferred task waits forever, a waiting re-run's
 adoption among them. This step is the canary's proof that triggers run: it defers on a
-one-second timer, and the run succeeds only when a triggerer fires it. A stalled (or missing)
+ten-second timer, and the run succeeds only when a triggerer fires it. A stalled (or missing)
 triggerer makes the deferral time out and the run fail, and the watchdog's canary rule ("no
 successful run of the canary for ``--canary-max-age``") pages (docs/design.md, "Watchdog and
 alerting").
@@ -30,8 +30,11 @@ __all__ = ["ROUND_TRIP_TIMEOUT", "ROUND_TRIP_WAIT", "TriggererRoundTrip"]
 
 log = logging.getLogger(__name__)
 
-#: How long the step defers: the triggerer's timer fires after it.
-ROUND_TRIP_WAIT = timedelta(seconds=1)
+#: How long the step defers: the triggerer's timer fires after it. Not shorter: Airflow 3.3's
+#: scheduler fails a resumed try (same try number) when the process that deferred it exits only
+#: after the resumed one started (its "success" then reads as a state changed externally); on a
+#: loaded worker that exit took 5 s.
+ROUND_TRIP_WAIT = timedelta(seconds=10)
 #: How long the deferral may go unanswered before the step (and the canary's run) fails.
 ROUND_TRIP_TIMEOUT = timedelta(minutes=2)
 

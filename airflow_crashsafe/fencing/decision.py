@@ -43,6 +43,9 @@ class Resume:
     deadline: float | None = None  # UNIX time when the wait ends
     timed_out: bool = False  # the trigger fired at the deadline, not at the unit's end
     take_over: bool = False  # no triggerer to wait in and the operator said to take over
+    # The deferral timed out unanswered (a stalled triggerer): the wait's deadline is gone with its
+    # kwargs, so it counts from the unit's start; the wait itself goes on without the triggerer.
+    triggerer_silent: bool = False
 
     @classmethod
     def after_trigger(
@@ -126,7 +129,10 @@ def decide(
         seen = units.probe(db, slot, target, keep_running=db.driver_server_version() >= 140000)
     stop_waiting = resume.timed_out or resume.take_over
     if adoption.enabled and not stop_waiting and seen.unit is not None:
-        return _wait(slot, target, seen.unit, resume.deadline or time.time() + adoption.timeout_seconds)
+        deadline = resume.deadline or time.time() + adoption.timeout_seconds
+        if resume.triggerer_silent:
+            deadline = _started(seen.unit) + adoption.timeout_seconds
+        return _wait(slot, target, seen.unit, deadline)
     issue = fences.issue_token(db, slot, target, attempt)
     if issue.already_committed is not None:
         awaited = resume.awaited
@@ -161,6 +167,19 @@ def decide(
             },
         )
     return Run(slot, target, attempt, token)
+
+
+def _started(unit: Unit) -> float:
+    """The unit's start as UNIX time (now when the database gave no usable time)."""
+    started = unit.started_at
+    if isinstance(started, str):
+        try:
+            started = datetime.fromisoformat(started)
+        except ValueError:
+            return time.time()
+    if not isinstance(started, datetime):
+        return time.time()
+    return (started if started.tzinfo else started.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _wait(slot: Slot, target: str, running: Unit, deadline: float) -> Wait:

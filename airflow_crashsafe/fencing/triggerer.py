@@ -10,8 +10,13 @@ worker (the trigger's own check, holding the worker slot, until the same deadlin
 ``"take_over"`` cancels the unit and redoes the work now. The log says which
 (docs/design.md, "Server-side unit and adoption").
 
-A triggerer that heartbeats but runs no trigger is not seen here: the deferral's ``timeout``
-bounds that wait, and the alerting DAG's canary, which defers too, stalls and pages.
+A triggerer that heartbeats but runs no trigger (stalled) is not seen in its health, so the
+deferral never trusts it for long: while more than ``[crashsafe] triggerer_answer_seconds`` of
+the wait is left, the trigger checks in after that long (the task resumes, looks at the unit and
+defers anew), and the deferral's ``timeout`` is twice that. A stalled triggerer never fires the
+check-in; the scheduler ends the deferral at its timeout, and the re-run, resumed with
+``triggerer_silent``, waits in the worker or takes over as the operator says, and logs which.
+The alerting DAG's canary, which defers too, stalls and pages as well.
 """
 
 from __future__ import annotations
@@ -110,16 +115,40 @@ def check_without_triggerer(value: str | None, task_id: Any = None) -> str | Non
     return value
 
 
-def await_unit(wait: Wait, *, conn_id: str, without_triggerer: str, defer: Defer) -> Resume:
-    """Defer while a triggerer heartbeats; else wait here or take over. What the re-run resumes with."""
+def await_unit(
+    wait: Wait, *, conn_id: str, without_triggerer: str, defer: Defer, triggerer_silent: bool = False
+) -> Resume:
+    """Defer while a triggerer heartbeats (and answered); else wait here or take over.
+
+    What the re-run resumes with. ``triggerer_silent``: the last deferral timed out unanswered.
+    """
     awaited = wait.unit.as_dict()
     until = datetime.fromtimestamp(wait.deadline, tz=timezone.utc).isoformat(timespec="seconds")
     trigger = UnitEndTrigger(conn_id=conn_id, lock=[wait.lock.k1, wait.lock.k2], deadline=wait.deadline)
-    health = triggerer_health()
+    answer = config.triggerer_answer_seconds()
+    if triggerer_silent:
+        health = TriggererHealth(
+            False, f"the triggerer did not answer the last deferral within {2 * answer:g} s: stalled?"
+        )
+    else:
+        health = triggerer_health()
     if health.alive:
-        remaining = timedelta(seconds=max(1.0, wait.deadline - time.time()))
-        log.info("crashsafe: deferring to the triggerer (%s) until %s.", health.reason, until)
-        defer(trigger, {"awaited": awaited, "deadline": wait.deadline}, remaining)
+        remaining = max(1.0, wait.deadline - time.time())
+        check_in = remaining > answer
+        deferred = UnitEndTrigger(
+            conn_id=conn_id,
+            lock=[wait.lock.k1, wait.lock.k2],
+            deadline=wait.deadline,
+            check_in_at=time.time() + answer if check_in else None,
+        )
+        log.info(
+            "crashsafe: deferring to the triggerer (%s) until %s; it must answer within %g s.",
+            health.reason,
+            until,
+            2 * answer if check_in else remaining + answer,
+        )
+        timeout = timedelta(seconds=2 * answer if check_in else remaining + answer)
+        defer(deferred, {"awaited": awaited, "deadline": wait.deadline}, timeout)
     if without_triggerer == "take_over":
         log.warning(
             "crashsafe: no triggerer to wait in (%s); adoption_without_triggerer='take_over': "

@@ -147,7 +147,7 @@ class FencedSQLBase(SQLLineageMixin, RecoveryAdmissionMixin, BaseOperator):
             )
             if isinstance(decision, Wait):
                 db.close()  # hold no connection while waiting
-                return self._write(context, self._await_unit(decision), admission)
+                return self._write(context, self._await_unit(decision, resume.triggerer_silent), admission)
             if isinstance(decision, Run):
                 with (
                     self.recovery_place(ctx, admission),
@@ -159,24 +159,31 @@ class FencedSQLBase(SQLLineageMixin, RecoveryAdmissionMixin, BaseOperator):
             self._crashsafe_runner = None
             db.close()
 
-    def _await_unit(self, wait: Wait) -> Resume:
-        """Defer while a triggerer heartbeats; else wait here or take over (the log says which)."""
+    def _await_unit(self, wait: Wait, triggerer_silent: bool) -> Resume:
+        """Defer while a triggerer heartbeats (and answered); else wait here or take over (logged)."""
 
         def defer(trigger: UnitEndTrigger, kwargs: dict[str, Any], timeout: timedelta) -> None:
             self.defer(trigger=trigger, method_name="resume_after_unit", kwargs=kwargs, timeout=timeout)
 
         policy = self.adoption_without_triggerer or config.adoption_without_triggerer()
-        return await_unit(wait, conn_id=self.conn_id, without_triggerer=policy, defer=defer)
+        return await_unit(
+            wait,
+            conn_id=self.conn_id,
+            without_triggerer=policy,
+            defer=defer,
+            triggerer_silent=triggerer_silent,
+        )
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """A deferral that timed out (no triggerer ran the trigger) takes the slot over, as the
-        trigger's own timeout does, instead of failing the task."""
+        """A deferral that timed out (no triggerer ran the trigger: stalled) does not fail the task:
+        the wait goes on without the triggerer, in the worker or by taking over, as
+        ``adoption_without_triggerer`` says; past the adoption time it takes the slot over."""
         if next_method == TRIGGER_FAIL_REPR and (next_kwargs or {}).get("error") == _TRIGGER_TIMEOUT:
             self.log.warning(
-                "crashsafe: no triggerer answered the wait for the in-flight unit within the adoption "
-                "timeout (stalled?); taking the slot over."
+                "crashsafe: the triggerer did not answer the wait for the in-flight unit in time "
+                "(it heartbeats but runs no trigger?); going on without it."
             )
-            return self._write(context, Resume(timed_out=True))
+            return self._write(context, Resume(triggerer_silent=True))
         return super().resume_execution(next_method, next_kwargs, context)
 
     def default_recovery_resource(self) -> str:

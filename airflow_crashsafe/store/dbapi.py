@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.errors import ConfigurationError, StoreError
+from airflow_crashsafe.store.client_deadline import armed, cut_socket
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -81,8 +82,40 @@ class Db:
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
         """Run one of crashsafe's own statements; returns the cursor."""
         cursor = self.raw.cursor()
-        cursor.execute(self.dialect.adapt(sql), dict(params or {}))
+        with self.bounded():
+            cursor.execute(self.dialect.adapt(sql), dict(params or {}))
         return cursor
+
+    @contextlib.contextmanager
+    def bounded(self) -> Iterator[None]:
+        """On a store connection: one round trip, bounded and with its timeouts as ``StoreError``.
+
+        The server's statement timeout and SQLite's busy timeout surface as the store's clear
+        error; on PostgreSQL a server that does not answer at all is cut off at the client
+        deadline (:mod:`~airflow_crashsafe.store.client_deadline`). Target connections
+        (``timeouts`` None) are left alone: a fenced write may rightly run for hours.
+        """
+        timeouts = self.timeouts
+        if timeouts is None:
+            yield
+            return
+        deadline = armed(timeouts.client_deadline(), self._cut) if self.dialect.is_postgres else None
+        try:
+            with deadline or contextlib.nullcontext() as state:
+                yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            if state is not None and state.fired:
+                raise timeouts.unanswered_error(exc) from exc
+            error = timeouts.error_for(exc)
+            if error is not None:
+                raise error from exc
+            raise
+
+    def _cut(self) -> None:
+        """From the deadline watcher: end this connection's blocked round trip."""
+        cut_socket(self.raw.fileno())
 
     @contextlib.contextmanager
     def autocommit(self) -> Iterator[None]:
@@ -94,7 +127,8 @@ class Db:
         try:
             yield
         finally:
-            self.raw.autocommit = False
+            if not self.is_broken():  # a lost connection refuses it, hiding what broke it
+                self.raw.autocommit = False
 
     def execute_alone(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
         """Run one statement as its own transaction in a single round trip."""
@@ -109,7 +143,7 @@ class Db:
         """
         if self._hot_cursor is None:
             self._hot_cursor = self.raw.cursor()
-        with self.autocommit():
+        with self.autocommit(), self.bounded():
             self._hot_cursor.execute(self.dialect.adapt(sql), params or {})
             return self._hot_cursor.fetchall() if self._hot_cursor.description is not None else []
 
@@ -128,7 +162,8 @@ class Db:
         self._in_transaction = True
 
     def commit(self) -> None:
-        self.raw.commit() if self.dialect.is_postgres else self.raw.execute("COMMIT")
+        with self.bounded():
+            self.raw.commit() if self.dialect.is_postgres else self.raw.execute("COMMIT")
         self._in_transaction = False
 
     def rollback(self) -> None:
@@ -210,14 +245,13 @@ def _enable_wal(raw: sqlite3.Connection) -> None:
             time.sleep(0.05)
 
 
-def _postgres_from_url(url: str, connect_timeout: int | None = None) -> Db:
+def _postgres_from_url(url: str, link: Mapping[str, Any]) -> Db:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
     dsn = re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
-    extra: dict[str, Any] = {}
-    if connect_timeout is not None and "connect_timeout" not in conninfo_to_dict(dsn):
-        extra["connect_timeout"] = connect_timeout
+    given = conninfo_to_dict(dsn)
+    extra = {key: value for key, value in link.items() if key not in given}
     return Db(psycopg.connect(dsn, autocommit=False, **extra), POSTGRES)
 
 
@@ -232,14 +266,18 @@ def sqlite_path_from_url(url: str) -> str:
     return path
 
 
-def connect_url(url: str, *, connect_timeout: int | None = None) -> Db:
+def connect_url(url: str, *, connect_timeout: int | None = None, link: Mapping[str, Any] | None = None) -> Db:
     """Open ``postgresql://…`` or ``sqlite:///…`` directly (tests, benchmarks, the drill).
 
-    ``connect_timeout`` (seconds, PostgreSQL) applies unless the URL sets its own.
+    ``connect_timeout`` (seconds) and ``link`` (more libpq parameters, e.g. the store's
+    keepalives) apply to PostgreSQL unless the URL sets its own.
     """
     scheme = url.split(":", 1)[0].lower()
     if scheme.startswith("postgres"):
-        return _postgres_from_url(url, connect_timeout)
+        params = dict(link or {})
+        if connect_timeout is not None:
+            params["connect_timeout"] = connect_timeout
+        return _postgres_from_url(url, params)
     if scheme == "sqlite":
         return _sqlite(sqlite_path_from_url(url))
     raise ConfigurationError(
@@ -331,30 +369,37 @@ def _sqlite_from_hook(hook: SqliteHook, conn_id: str) -> Db:
     return _sqlite(path)
 
 
-def connect_target(conn_id: str, *, connect_timeout: int | None = None) -> Db:
+def connect_target(
+    conn_id: str, *, connect_timeout: int | None = None, link: Mapping[str, Any] | None = None
+) -> Db:
     """Open the Airflow connection ``conn_id`` through its SQL hook (PostgreSQL or SQLite).
 
-    ``connect_timeout`` (seconds, PostgreSQL; the store passes one) applies unless the
-    connection's extra sets its own.
+    ``connect_timeout`` (seconds) and ``link`` (more libpq parameters; the store passes its
+    timeout and keepalives) apply to PostgreSQL unless the connection's extra sets its own.
     """
     hook = get_sql_hook(conn_id)
+    params = dict(link or {})
     if connect_timeout is not None:
-        hook = _with_connect_timeout(hook, connect_timeout)
+        params["connect_timeout"] = connect_timeout
+    if params:
+        hook = _with_link_params(hook, params)
     return connect_hook(hook)
 
 
-def _with_connect_timeout(hook: DbApiHook, seconds: int) -> DbApiHook:
-    """The same PostgreSQL hook on a copy of its connection whose extra carries ``connect_timeout``."""
+def _with_link_params(hook: DbApiHook, params: Mapping[str, Any]) -> DbApiHook:
+    """The same PostgreSQL hook on a copy of its connection whose extra carries ``params``
+    (those the extra does not set already)."""
     import json
 
     import attrs
     from airflow.providers.postgres.hooks.postgres import PostgresHook
 
-    if not isinstance(hook, PostgresHook) or "connect_timeout" in hook.connection.extra_dejson:
+    if not isinstance(hook, PostgresHook):
         return hook
     conn = hook.connection
-    extra = json.dumps({**conn.extra_dejson, "connect_timeout": seconds})
-    if not attrs.has(type(conn)):
+    missing = {key: value for key, value in params.items() if key not in conn.extra_dejson}
+    if not missing or not attrs.has(type(conn)):
         return hook
+    extra = json.dumps({**conn.extra_dejson, **missing})
     copied = attrs.evolve(conn, extra=extra)  # type: ignore[misc]
     return PostgresHook(postgres_conn_id=hook.get_conn_id(), connection=copied, options=hook.options)

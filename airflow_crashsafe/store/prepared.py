@@ -147,7 +147,7 @@ def send_and_wait(db: Db, send: Any) -> Any:
             return None
         left = deadline - time.monotonic()
         if left <= 0:
-            raise timeouts.statement_error()
+            raise timeouts.unanswered_error()
         return max(1, int(left * 1000))
 
     try:

@@ -286,7 +286,7 @@ def connection_store(conn_id: str) -> Store:
     """A new store in the database of Airflow connection ``conn_id`` (not cached: close it)."""
 
     def connect() -> Db:
-        return connect_target(conn_id, connect_timeout=store.timeouts.connect_seconds)
+        return connect_target(conn_id, link=store.timeouts.link_params())
 
     store = Store(connect, location=f"connection {conn_id!r}")
     return store
@@ -330,7 +330,7 @@ def open_store(url: str | None = None) -> Store:
         if key in _stores:
             return _stores[key]
         if url is not None:
-            store = Store(lambda: connect_url(url, connect_timeout=store.timeouts.connect_seconds), url)
+            store = Store(lambda: connect_url(url, link=store.timeouts.link_params()), url)
         else:
             conn_id = config.store_conn_id()
             store = (

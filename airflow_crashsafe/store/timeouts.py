@@ -43,12 +43,54 @@ class StoreTimeouts:
         return self.statement + self.connect
 
     def statement_error(self, exc: BaseException | None = None) -> StoreError:
-        reason = f" ({_first_line(exc)})" if exc is not None else ""
-        return StoreError(
-            f"{self.where} did not finish a statement within {self.statement:g} s{reason}: it is "
-            "overloaded, locked or unreachable. Check the store's health; raise [crashsafe] "
-            "store_statement_timeout_seconds only if its statements are legitimately slower."
+        return _error(
+            f"{self.where} did not finish a statement within {self.statement:g} s",
+            exc,
+            "it is overloaded, locked or unreachable. Check the store's health; raise [crashsafe] "
+            "store_statement_timeout_seconds only if its statements are legitimately slower.",
         )
+
+    def unanswered_error(self, exc: BaseException | None = None) -> StoreError:
+        return _error(
+            f"{self.where} did not answer within {self.client_deadline():g} s",
+            exc,
+            "the server or the network to it is hung (the connection is dropped; the next use "
+            "reconnects). Check the store's health and the network path to it.",
+        )
+
+    def error_for(self, exc: BaseException) -> StoreError | None:
+        """The clear :class:`StoreError` for ``exc`` when it is a store timeout firing, else None.
+
+        PostgreSQL cancels a statement with SQLSTATE 57014 (``statement_timeout``); SQLite gives
+        up waiting for its write lock with "database is locked" (the busy timeout).
+        """
+        if isinstance(exc, StoreError):
+            return None
+        if (
+            getattr(exc, "sqlstate", None) == _QUERY_CANCELED
+            or getattr(exc, "pgcode", None) == _QUERY_CANCELED
+        ):
+            return self.statement_error(exc)
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            return self.statement_error(exc)
+        return None
+
+    def link_params(self) -> dict[str, int]:
+        """libpq parameters of a store connection: the connect timeout and TCP keepalives.
+
+        Keepalives and ``tcp_user_timeout`` notice a peer that vanished (host down, network
+        partition) within about the client deadline, even between statements; a server that is up
+        but silent is left to the client deadline (:mod:`~airflow_crashsafe.store.client_deadline`).
+        """
+        probe = max(1, int(self.connect_seconds))
+        return {
+            "connect_timeout": self.connect_seconds,
+            "keepalives": 1,
+            "keepalives_idle": probe,
+            "keepalives_interval": probe,
+            "keepalives_count": 3,
+            "tcp_user_timeout": int(self.client_deadline() * 1000),
+        }
 
     def connect_error(self, exc: BaseException) -> StoreError:
         return StoreError(
@@ -56,6 +98,11 @@ class StoreTimeouts:
             f"({_first_line(exc)}): check that it is up and reachable from this host; "
             "[crashsafe] store_connect_timeout_seconds sets the wait."
         )
+
+
+def _error(what: str, exc: BaseException | None, advice: str) -> StoreError:
+    reason = f" ({_first_line(exc)})" if exc is not None else ""
+    return StoreError(f"{what}{reason}: {advice}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -67,19 +114,9 @@ _QUERY_CANCELED = "57014"
 
 
 def timeout_error(db: Db, exc: BaseException) -> StoreError | None:
-    """The clear :class:`StoreError` for a store statement that ran out of time, else None.
-
-    PostgreSQL cancels it with SQLSTATE 57014 (``statement_timeout``); SQLite gives up waiting
-    for its write lock with "database is locked" (the busy timeout).
-    """
+    """The clear :class:`StoreError` for a store statement that ran out of time, else None."""
     timeouts = db.timeouts
-    if timeouts is None or isinstance(exc, StoreError):
-        return None
-    if getattr(exc, "sqlstate", None) == _QUERY_CANCELED:
-        return timeouts.statement_error(exc)
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-        return timeouts.statement_error(exc)
-    return None
+    return None if timeouts is None else timeouts.error_for(exc)
 
 
 def apply_store_timeouts(db: Db, timeouts: StoreTimeouts) -> None:

@@ -5,7 +5,10 @@ worker slot while it waits (docs/design.md, "Server-side unit and adoption"). Th
 the unit's advisory lock with ``pg_try_advisory_xact_lock`` (released again at once:
 autocommit) until it is free, then fires ``{"status": "ended"}``; the resumed task reads from
 the fence row whether the unit committed (adopt) or not (redo). Past ``deadline`` it fires
-``{"status": "timeout"}`` and the task takes the slot over. Database errors are logged and
+``{"status": "timeout"}`` and the task takes the slot over. With ``check_in_at`` it fires
+``{"status": "check_in"}`` at that time if the unit still runs: the task looks again and defers
+anew, so a triggerer that stops answering (stalled) is noticed by the deferral's timeout within
+one check-in, not at the deadline (``fencing/triggerer.py``). Database errors are logged and
 retried until the deadline: a brief outage of the warehouse must not fail the wait. Without a
 triggerer, :meth:`UnitEndTrigger.wait_here` runs the same checks in the worker.
 """
@@ -33,14 +36,24 @@ class UnitEndTrigger(BaseTrigger):
     :param lock: the unit's advisory lock key, ``[k1, k2]``.
     :param deadline: UNIX time after which the waiting attempt takes over.
     :param poll_interval: seconds between probes.
+    :param check_in_at: UNIX time at which to fire ``check_in`` if the unit still runs (None: never).
     """
 
-    def __init__(self, *, conn_id: str, lock: list[int], deadline: float, poll_interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        *,
+        conn_id: str,
+        lock: list[int],
+        deadline: float,
+        poll_interval: float = 2.0,
+        check_in_at: float | None = None,
+    ) -> None:
         super().__init__()
         self.conn_id = conn_id
         self.lock = [int(v) for v in lock]
         self.deadline = float(deadline)
         self.poll_interval = float(poll_interval)
+        self.check_in_at = None if check_in_at is None else float(check_in_at)
         self._db: Db | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -51,6 +64,7 @@ class UnitEndTrigger(BaseTrigger):
                 "lock": self.lock,
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
+                "check_in_at": self.check_in_at,
             },
         )
 
@@ -73,8 +87,11 @@ class UnitEndTrigger(BaseTrigger):
         except Exception as exc:  # keep waiting through a warehouse blip
             self.log.warning("crashsafe: probing the in-flight unit failed (%s); retrying", exc)
             self.close()
-        if time.time() >= self.deadline:
+        now = time.time()
+        if now >= self.deadline:
             return {"status": "timeout"}
+        if self.check_in_at is not None and now >= self.check_in_at:
+            return {"status": "check_in"}
         return None
 
     def close(self) -> None:

@@ -4,7 +4,8 @@ Settings come from flags, else the ``[watch]`` table of ``--config`` (TOML or JS
 with underscores), else defaults. Sinks come only from the config file's ``sinks`` list (see
 :mod:`airflow_crashsafe.alerting.config`). Secrets are read from environment variables named by
 ``*_env`` options, never taken as flag values. Exit codes: 0 stopped cleanly (``--once``: all
-healthy), 1 ``--once`` found a problem, 2 bad configuration.
+healthy), 1 ``--once`` found a problem, 2 bad configuration. ``--once`` waits for deliveries at
+most ``--once-deadline`` seconds in all (however many sinks stall, whatever their retries).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "wedge_threshold": 60.0,
     "heal": False,
     "delivery_deadline": None,
+    # --once: the most it waits for deliveries, all sinks and retries together (a cron slot).
+    "once_deadline": 30.0,
 }
 _FLOATS = (
     "interval",
@@ -60,6 +63,7 @@ _FLOATS = (
     "timeout",
     "wedge_threshold",
     "delivery_deadline",
+    "once_deadline",
 )
 # [[deadlines]] (see watchdog/deadline_rules.py): a directory the replicas share to send each
 # deadline alert once, how long a past deadline is watched, a task's duration with no history,
@@ -138,6 +142,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "transaction blocking the live one; needs --db-url and a role in pg_signal_backend",
     )
     a("--once", action="store_true", help="poll once, deliver, exit 0 if healthy else 1 (for cron)")
+    a(
+        "--once-deadline",
+        type=float,
+        help="with --once: the most it waits for alert delivery, every sink and retry together, s "
+        "(default 30); what is not delivered by then stays in the outbox for the next run",
+    )
     a("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -183,6 +193,8 @@ def settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, A
         raise ConfigurationError("--interval and --timeout must be > 0")
     if merged["delivery_deadline"] is not None and not merged["delivery_deadline"] > 0:
         raise ConfigurationError("--delivery-deadline must be > 0 seconds")
+    if not merged["once_deadline"] > 0:
+        raise ConfigurationError("--once-deadline must be > 0 seconds")
     return merged, list(file_data.get("sinks", []))
 
 
@@ -307,7 +319,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"airflow-crashsafe watch: configuration error: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "once", False):
-        watchdog.tick()
+        watchdog.tick(wait=False)  # delivery starts in the background, bounded below as a whole
+        if not watchdog.dispatcher.wait(opts["once_deadline"]):
+            late = ", ".join(watchdog.dispatcher.busy())
+            watchdog.dispatcher.close(1.0)
+            print(
+                f"airflow-crashsafe watch: delivery to {late} not finished within --once-deadline "
+                f"{opts['once_deadline']:g} s; kept in the outbox for the next run",
+                file=sys.stderr,
+            )
         problems = sorted(watchdog.incidents)
         observation = watchdog.last_observation
         if observation is not None and observation.error:

@@ -1,4 +1,5 @@
-"""HTTP endpoints that misbehave on real sockets: one that drips its answer, one that never answers.
+"""Endpoints that misbehave on real sockets: HTTP ones that drip or never answer, and a TCP proxy
+that can start swallowing everything while its connections stay open (a hung server or network).
 
 ``http.server`` always answers at once, so these speak raw TCP: each accepted connection has its
 request read, then is handed to a behaviour (``drip(...)`` or ``silent``) on a daemon thread.
@@ -12,7 +13,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 
-__all__ = ["FaultyServer", "drip", "faulty", "silent"]
+__all__ = ["BlackholeProxy", "FaultyServer", "drip", "faulty", "silent"]
 
 Behaviour = Callable[[socket.socket, threading.Event], None]
 
@@ -48,6 +49,7 @@ class FaultyServer:
         self._stop = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()  # an accept racing stop() must not leave its socket open
         self.requests: list[bytes] = []
         #: Connections the client closed while the behaviour was still answering.
         self.hung_up = threading.Event()
@@ -60,7 +62,11 @@ class FaultyServer:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            self._conns.append(conn)
+            with self._lock:
+                if self._stop.is_set():
+                    conn.close()
+                    return
+                self._conns.append(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -78,9 +84,11 @@ class FaultyServer:
                 self.hung_up.set()
 
     def stop(self) -> None:
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
+            conns = list(self._conns)
         self._listener.close()
-        for conn in self._conns:
+        for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
@@ -94,3 +102,54 @@ def faulty(behaviour: Behaviour) -> Iterator[FaultyServer]:
         yield server
     finally:
         server.stop()
+
+
+class BlackholeProxy:
+    """A TCP proxy on 127.0.0.1 to ``(host, port)``; after :meth:`blackhole` it forwards nothing.
+
+    Its connections stay open and every byte sent is accepted (the kernel acknowledges it), but
+    none reaches the other side: a server that answered the start-up and then hung mid-query.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self._upstream = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._holed = threading.Event()
+        self._socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def blackhole(self, on: bool = True) -> None:
+        """Swallow (True) or forward again (False) everything, on every connection."""
+        if on:
+            self._holed.set()
+        else:
+            self._holed.clear()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._upstream)
+            self._socks += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                if not self._holed.is_set():
+                    dst.sendall(chunk)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._listener.close()
+        for sock in self._socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()

@@ -126,32 +126,84 @@ def test_the_option_chooses_take_over_when_the_operator_does_not(
     assert pg_target.committed_try("revenue") == 2
 
 
-def test_with_a_heartbeating_triggerer_the_rerun_defers_with_a_timeout(
+def test_with_a_heartbeating_triggerer_the_rerun_defers_with_a_check_in(
     pg_target: SqlTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A healthy triggerer: try 2 defers to UnitEndTrigger with timeout = the adoption time left."""
+    """Healthy triggerer: try 2 defers; its trigger checks in after 300 s, the deferral times out at 600 s."""
     thread, _ = _try_1_running(pg_target, 3.0)
     healthy = health_body(triggerer="healthy", triggerer_age=3.0)
     with api_server_health(monkeypatch, healthy), pytest.raises(TaskDeferred) as deferred:
-        overwrite_op(pg_target, 3.0, adoption_timeout=600).execute(_try_2())
+        overwrite_op(pg_target, 3.0, adoption_timeout=3600).execute(_try_2())
     thread.join(10)
-    assert isinstance(deferred.value.trigger, UnitEndTrigger)
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, UnitEndTrigger)
     assert deferred.value.method_name == "resume_after_unit"
     assert deferred.value.timeout is not None
-    assert 590 <= deferred.value.timeout.total_seconds() <= 600
-    assert abs(deferred.value.trigger.deadline - time.time() - 600) < 10
+    assert deferred.value.timeout.total_seconds() == 600  # twice [crashsafe] triggerer_answer_seconds
+    assert trigger.check_in_at is not None
+    assert abs(trigger.check_in_at - time.time() - 300) < 10
+    assert abs(trigger.deadline - time.time() - 3600) < 10
 
 
-def test_a_deferral_that_timed_out_takes_the_slot_over(
+def test_a_wait_shorter_than_a_check_in_defers_until_its_deadline(
     pg_target: SqlTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The deferral's timeout (no triggerer ran the trigger) resumes into a take-over, not a failure."""
-    thread, outcome = _try_1_running(pg_target, 60.0)
-    rerun = overwrite_op(pg_target, 0.1, adoption_timeout=600)
+    """Less adoption time left than one check-in: no check-in; timeout = the time left + one answer time."""
+    thread, _ = _try_1_running(pg_target, 3.0)
+    healthy = health_body(triggerer="healthy", triggerer_age=3.0)
+    with api_server_health(monkeypatch, healthy), pytest.raises(TaskDeferred) as deferred:
+        overwrite_op(pg_target, 3.0, adoption_timeout=120).execute(_try_2())
+    thread.join(10)
+    assert deferred.value.trigger.check_in_at is None
+    assert deferred.value.timeout is not None
+    assert 410 <= deferred.value.timeout.total_seconds() <= 420
+
+
+def test_a_check_in_while_the_unit_runs_defers_again(pg_target: SqlTarget) -> None:
+    """The trigger fires check_in while the unit still runs; the resumed task defers anew, same deadline."""
+    thread, outcome = _try_1_running(pg_target, 30.0)
+    rerun = overwrite_op(pg_target, 0.1, adoption_timeout=3600)
+    with pytest.raises(TaskDeferred) as first:
+        rerun.execute(_try_2())
+    trigger = first.value.trigger
+    due = UnitEndTrigger(conn_id=trigger.conn_id, lock=trigger.lock, deadline=trigger.deadline, check_in_at=0)
+    assert due.check() == {"status": "check_in"}
+    due.close()
+    kwargs = first.value.kwargs or {}
+    with pytest.raises(TaskDeferred) as again:
+        rerun.resume_after_unit(_try_2(), event={"status": "check_in"}, **kwargs)
+    assert again.value.trigger.deadline == trigger.deadline
+    pg_target.run(
+        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'DO %%counted_work%%'"
+    )
+    thread.join(10)
+    assert "error" in outcome
+
+
+@pytest.mark.parametrize("policy", ["wait", "take_over"])
+def test_a_deferral_left_unanswered_goes_on_without_the_triggerer(
+    pg_target: SqlTarget, caplog: pytest.LogCaptureFixture, policy: str
+) -> None:
+    """Deferral timed out (triggerer heartbeating, running nothing): wait here or take over, logged."""
+    thread, outcome = _try_1_running(pg_target, 4.0 if policy == "wait" else 60.0)
+    rerun = overwrite_op(pg_target, 0.1, adoption_timeout=600, adoption_without_triggerer=policy)
     with pytest.raises(TaskDeferred):
         rerun.execute(_try_2())
-    result = rerun.resume_execution("__fail__", {"error": "Trigger timeout"}, _try_2())
+    with caplog.at_level(logging.INFO, "airflow_crashsafe"):
+        started = time.monotonic()
+        result = rerun.resume_execution("__fail__", {"error": "Trigger timeout"}, _try_2())
+        took = time.monotonic() - started
     thread.join(10)
-    assert isinstance(outcome.get("error"), FencedOut), outcome
-    assert result["rows"] == 2
-    assert pg_target.committed_try("revenue") == 2
+    assert "did not answer the last deferral within 600 s: stalled?" in caplog.text
+    assert took < 20
+    if policy == "wait":
+        assert "adoption_without_triggerer='wait': waiting in this worker" in caplog.text
+        assert outcome.get("result", {}).get("rows") == 2, outcome
+        assert result["adopted"] is True
+        assert executions(pg_target) == 1
+        assert pg_target.committed_try("revenue") == 1
+    else:
+        assert "adoption_without_triggerer='take_over': cancelling the unit" in caplog.text
+        assert isinstance(outcome.get("error"), FencedOut), outcome
+        assert result["rows"] == 2
+        assert pg_target.committed_try("revenue") == 2

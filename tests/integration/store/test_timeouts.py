@@ -5,20 +5,23 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from airflow_crashsafe.effects import effect
 from airflow_crashsafe.errors import StoreError
 from airflow_crashsafe.identity import Attempt, Slot
-from airflow_crashsafe.store import open_store
+from airflow_crashsafe.store import ledger, open_store
 from airflow_crashsafe.store.dbapi import connect_url
 from airflow_crashsafe.store.prepared import fetch_text
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.store.timeouts import StoreTimeouts
 from airflow_crashsafe.testing import fake_context
+from tests.support.faulty import BlackholeProxy
 
 pytestmark = pytest.mark.integration
 
@@ -58,12 +61,12 @@ def silent_server() -> Iterator[int]:
 
 
 @contextmanager
-def events_locked(url: str) -> Iterator[None]:
-    """Another session holds an exclusive lock on crashsafe_events inside the block."""
+def events_locked(url: str, table: str = "crashsafe_events") -> Iterator[None]:
+    """Another session holds an exclusive lock on ``table`` inside the block."""
     holder = connect_url(url)
     try:
         holder.begin()
-        holder.execute("LOCK TABLE crashsafe_events IN ACCESS EXCLUSIVE MODE")
+        holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
         yield
     finally:
         holder.rollback()
@@ -146,3 +149,90 @@ def test_configured_store_reads_the_timeouts(postgres_url: str, monkeypatch: pyt
     monkeypatch.setenv("AIRFLOW__CRASHSAFE__STORE_STATEMENT_TIMEOUT_SECONDS", "7.5")
     with open_store().transaction() as db:
         assert db.execute("SHOW statement_timeout").fetchone()[0] == "7500ms"
+
+
+def test_ledger_reads_outside_a_transaction_end_as_a_store_error(postgres_url: str) -> None:
+    """Autocommitted ledger reads (in-flight poll, lookup) behind a lock: StoreError, not the driver's."""
+    store = Store(lambda: connect_url(postgres_url), postgres_url, timeouts=StoreTimeouts(5, 0.5, "store L"))
+    try:
+        db = store.connection()
+        reads: list[Callable[[], Any]] = [
+            lambda: ledger.in_flight(db, "k"),
+            lambda: ledger.get_entry(db, "k"),
+            lambda: db.fetch_alone("SELECT count(*) FROM crashsafe_ledger", {}),
+        ]
+        with events_locked(postgres_url, "crashsafe_ledger"):
+            for read in reads:
+                started = time.monotonic()
+                with pytest.raises(StoreError) as caught, db.autocommit():
+                    read()
+                assert time.monotonic() - started < 3
+                message = str(caught.value)
+                assert message.startswith("store L did not finish a statement within 0.5 s")
+                assert "store_statement_timeout_seconds" in message
+        with db.autocommit():
+            assert ledger.in_flight(db, "k") is None  # the same connection works once the lock is gone
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def proxied(postgres_url: str) -> Iterator[tuple[str, BlackholeProxy]]:
+    """``postgres_url`` through a TCP proxy that the test can blackhole; (url, proxy)."""
+    parts = urlsplit(postgres_url)
+    proxy = BlackholeProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    netloc = parts.netloc.rsplit("@", 1)
+    auth = f"{netloc[0]}@" if len(netloc) == 2 else ""
+    try:
+        yield urlunsplit(parts._replace(netloc=f"{auth}127.0.0.1:{proxy.port}")), proxy
+    finally:
+        proxy.close()
+
+
+def test_store_hung_mid_query_fails_at_the_client_deadline(proxied: tuple[str, BlackholeProxy]) -> None:
+    """A store that answered the start-up, then went silent: each path ends at the client deadline."""
+    url, proxy = proxied
+    timeouts = StoreTimeouts(2, 1, "store H")  # client deadline: 1 + 2 = 3 s
+    store = Store(lambda: connect_url(url, link=timeouts.link_params()), url, timeouts=timeouts)
+    try:
+        store.record_event("committed", SLOT, "t", ATTEMPT)
+        assert fetch_text(store.connection(), "SELECT %(v)s::text", {"v": "ok"}) == [("ok",)]
+        paths: list[tuple[str, Callable[[], Any]]] = [
+            ("transaction", store.events),
+            ("autocommit", lambda: store.record_event("committed", SLOT, "t", ATTEMPT)),
+            ("ledger read", lambda: ledger.in_flight(store.connection(), "k")),
+            ("prepared", lambda: fetch_text(store.connection(), "SELECT %(v)s::text", {"v": "x"})),
+        ]
+        proxy.blackhole()
+        for name, path in paths:
+            started = time.monotonic()
+            with pytest.raises(StoreError, match=r"^store H did not (answer|finish a statement) within 3 s"):
+                path()
+            took = time.monotonic() - started
+            assert 2.5 < took < 8, f"{name}: {took:.1f} s"
+            print(f"{name}: StoreError after {took:.1f} s")
+            store.discard_connection()  # the next path opens a connection before the hole
+            proxy.blackhole(False)
+            store.connection()
+            proxy.blackhole()
+        proxy.blackhole(False)
+        assert len(store.events()) == 1  # works again; the blackholed insert never reached the server
+    finally:
+        store.close()
+
+
+def test_store_connections_carry_keepalives(postgres_url: str) -> None:
+    """A store connection is opened with TCP keepalives and tcp_user_timeout; a target's is not."""
+    timeouts = StoreTimeouts(3, 2, "store K")
+    db = connect_url(postgres_url, link=timeouts.link_params())
+    plain = connect_url(postgres_url)
+    try:
+        params = db.raw.info.get_parameters()
+        assert params["keepalives"] == "1"
+        assert params["keepalives_idle"] == "3"
+        assert params["tcp_user_timeout"] == "5000"
+        assert params["connect_timeout"] == "3"
+        assert "keepalives" not in plain.raw.info.get_parameters()
+    finally:
+        db.close()
+        plain.close()

@@ -141,6 +141,32 @@ def test_sigterm_stops_promptly_while_a_sink_never_answers(tmp_path: Path) -> No
     assert [e["alert"]["event"] for e in entries] == ["trigger"]
 
 
+def test_once_is_bounded_by_one_deadline_whatever_the_retries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`watch --once`, silent sink (deadline 2 s, 2 retries): returns at --once-deadline 3 s, not ~9 s."""
+    with (
+        serve(lambda _r: Reply(200, health(scheduler_alive=False))) as airflow,
+        faulty(silent) as quiet,
+        serve() as healthy,
+    ):
+        config = tmp_path / "watch.json"
+        sinks = [
+            {"type": "webhook", "name": "quiet", "url": quiet.url + "/h", "deadline": 2, "retries": 2},
+            {"type": "webhook", "name": "healthy", "url": healthy.url + "/h"},
+        ]
+        config.write_text(json.dumps({"watch": {"api_url": airflow.url}, "sinks": sinks}))
+        started = time.monotonic()
+        code = _once("--config", str(config), "--state-dir", str(tmp_path), "--once-deadline", "3")
+        took = time.monotonic() - started
+        assert [r.json()["event"] for r in healthy.requests] == ["trigger"]  # paged beside the silent one
+    assert code == 1
+    assert 2.5 < took < 6.0, f"--once took {took:.1f} s"
+    assert "delivery to quiet not finished within --once-deadline 3 s" in capsys.readouterr().err
+    entries = [json.loads(line) for line in (tmp_path / "outbox.jsonl").read_text().splitlines()]
+    assert [(e["sink"], e["alert"]["event"]) for e in entries] == [("quiet", "trigger")]
+
+
 def test_non_utf8_state_is_moved_aside_and_watch_starts_fresh(tmp_path: Path) -> None:
     """A state.json that is not UTF-8 no longer crashes start-up: moved aside, watching goes on."""
     (tmp_path / "state.json").write_bytes(b'\xff\xfe{"version": 1, \x00\x9c')
