@@ -53,7 +53,7 @@ SCENARIOS = ("default", "wedge", "storm")
 #: ``--storm-variant`` choices (see :data:`drill.storm_report.VARIANT_TITLES`).
 STORM_VARIANTS = ("both", "adopt", "lost")
 #: Per scenario, the defaults of ``--outage`` and ``--health-check-threshold``.
-OUTAGE_DEFAULTS = {"default": (40.0, 30), "wedge": (40.0, 30), "storm": (20.0, 15)}
+OUTAGE_DEFAULTS = {"default": (40.0, 30), "wedge": (40.0, 30), "storm": (10.0, 8)}
 #: Per scenario, the default of ``--watch-interval``: the storm's night is short.
 WATCH_INTERVALS = {"default": 10.0, "wedge": 10.0, "storm": 2.0}
 
@@ -74,12 +74,12 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
         "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight)",
     ),
     ("--kill-after", float, 10.0, "seconds after all loads run before the SIGKILL"),
-    ("--outage", float, None, "seconds the scheduler stays down (default 40; storm 20)"),
+    ("--outage", float, None, "seconds the scheduler stays down (default 40; storm 10)"),
     (
         "--health-check-threshold",
         int,
         None,
-        "[scheduler] scheduler_health_check_threshold (the outage must exceed it; default 30, storm 15)",
+        "[scheduler] scheduler_health_check_threshold (the outage must exceed it; default 30, storm 8)",
     ),
     (
         "--watch-threshold",
@@ -107,27 +107,32 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
         300.0,
         "wedge: seconds to try landing the SIGKILL inside the scheduler's critical section",
     ),
-    ("--storm-loads", int, 8, "storm: loads per DAG (default 8)"),
+    ("--storm-loads", int, 6, "storm: loads per DAG (default 6)"),
     ("--storm-capacity", int, 2, "storm: C, loads the warehouse serves at full speed (default 2)"),
-    ("--storm-steps", int, 12, "storm: steps of work per load (default 12)"),
+    ("--storm-steps", int, 16, "storm: steps of work per load (default 16)"),
     ("--storm-step-seconds", float, 1.0, "storm: seconds per step at or below C (default 1)"),
     (
         "--storm-interval",
         float,
-        8.0,
-        "storm: seconds between two sources landing (default 8: steps x step-seconds / interval = "
-        "1.5 loads at a time, the steady rate, under C)",
+        12.0,
+        "storm: seconds between two sources landing (default 12: steps x step-seconds / interval = "
+        "1.3 loads at a time, the steady rate, under C)",
     ),
-    ("--storm-timeout", float, 14.0, "storm: the loader's statement_timeout, s (default 14)"),
+    ("--storm-timeout", float, 20.0, "storm: the loader's statement_timeout, s (default 20)"),
     ("--storm-retries", int, 3, "storm: Airflow retries per load (default 3)"),
     ("--storm-retry-delay", float, 5.0, "storm: Airflow retry_delay, s (default 5)"),
     ("--storm-budget", int, 2, "storm: crashsafe recovery_concurrency per warehouse (default 2)"),
-    ("--storm-crash-at", float, 8.0, "storm: seconds into the night the scheduler is SIGKILLed (default 8)"),
+    (
+        "--storm-crash-at",
+        float,
+        14.0,
+        "storm: seconds into the night the scheduler is SIGKILLed (default 14)",
+    ),
     (
         "--storm-deadline",
         float,
-        120.0,
-        "storm: seconds from the first source to the deadline, 06:00 (default 120)",
+        190.0,
+        "storm: seconds from the first source to the deadline, 06:00 (default 190)",
     ),
     ("--storm-grace", float, 60.0, "storm: seconds past the deadline to wait for late runs (default 60)"),
 ]
@@ -166,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--metadata",
         choices=["sqlite", "postgres"],
         help="Airflow metadata DB: embedded SQLite or the throwaway PostgreSQL cluster (default "
-        "sqlite; postgres for --scenario wedge and storm)",
+        "sqlite; postgres for --scenario wedge)",
     )
     a("--dags", choices=["both", "plain", "crashsafe"], default="both")
     for flag, kind, default, text in NUMBERS:
@@ -194,7 +199,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--scenario wedge needs --metadata postgres (the wedge is a PostgreSQL session's locks)")
     if args.scenario == "storm" and args.warehouse_url:
         parser.error("--scenario storm builds its own warehouse: drop --warehouse-url")
-    args.metadata = args.metadata or ("postgres" if args.scenario in ("wedge", "storm") else "sqlite")
+    args.metadata = args.metadata or ("postgres" if args.scenario == "wedge" else "sqlite")
     if args.watch_interval is None:
         args.watch_interval = WATCH_INTERVALS[args.scenario]
     outage, threshold = OUTAGE_DEFAULTS[args.scenario]

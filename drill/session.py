@@ -120,11 +120,18 @@ class DrillSession:
         self.sessions.add(migrate.pid or -1)
         migrate.wait_success(timeout=300)
 
-    def start_watchdog(self, options: list[str], config: dict[str, Any] | None = None) -> None:
+    def start_watchdog(
+        self, options: list[str], config: dict[str, Any] | None = None, token: str | None = None
+    ) -> None:
         """The watchdog beside Airflow, alerting to a webhook here (``config``: more of its config file)."""
         self.receiver = WebhookReceiver()
         self.watchdog = WatchdogProcess(
-            self.home.api_url, self.receiver.url, self.home.logs, options=options, config_extra=config or {}
+            self.home.api_url,
+            self.receiver.url,
+            self.home.logs,
+            options=options,
+            config_extra=config or {},
+            token=token,
         )
         self.watchdog.start()
         self.sessions.add(self.watchdog.pid or -1)

@@ -23,10 +23,12 @@ work meter the work redone, the webhook the pages.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import signal
 import time
 import urllib.error
+import urllib.request
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -36,7 +38,7 @@ import psutil
 from drill import storm_warehouse as wh
 from drill.airflow_home import component_env
 from drill.cluster import airflow_conn_uri
-from drill.components import drill_processes
+from drill.components import drill_processes, wait_until
 from drill.scenario import TERMINAL_RUN_STATES, Progress, Scenario
 from drill.session import DrillSession
 from drill.storm_report import StormDag, StormFacts
@@ -49,6 +51,8 @@ SIDES = ("plain", "crashsafe")
 #: Seconds between "every load runs" and the first source landing.
 LEAD = 3.0
 EARLY, MISSED = "deadline_at_risk:", "deadline_missed:"
+#: ``application_name`` of a load's connection while it waits for its source (see the DAG file).
+WAIT_PREFIX = "storm-wait:"
 
 
 def dag_id(side: str, variant: str) -> str:
@@ -71,13 +75,17 @@ def _env(args: argparse.Namespace, variants: list[str]) -> dict[str, str]:
 def _deadlines(dag_ids: list[str], deadline_at: float) -> list[dict[str, Any]]:
     at = datetime.fromtimestamp(deadline_at, tz=timezone.utc).strftime("%H:%M:%S")
     return [
-        {"name": "storm-0600", "dag_id": d, "at": at, "timezone": "UTC", "run_types": ["manual"]}
+        {"name": f"{d}@06:00", "dag_id": d, "at": at, "timezone": "UTC", "run_types": ["manual"]}
         for d in dag_ids
     ]
 
 
-def lose_in_flight(session: DrillSession, url: str, dag_ids: list[str]) -> dict[str, int]:
-    """The crash takes the loads of ``dag_ids`` with it: SIGKILL their workers, terminate their backends."""
+def lose_in_flight(session: DrillSession, url: str, dag_ids: list[str], ti_ids: list[str]) -> dict[str, int]:
+    """The crash takes the loads of ``dag_ids`` with it: SIGKILL their workers, terminate their backends.
+
+    A LocalExecutor worker and the task process it supervises both carry the task instance's id
+    in their process title, which is how ``ti_ids`` find them.
+    """
     import psycopg
 
     killed = 0
@@ -86,7 +94,7 @@ def lose_in_flight(session: DrillSession, url: str, dag_ids: list[str]) -> dict[
             title = " ".join(proc.cmdline())
         except psutil.Error:
             continue
-        if any(d in title for d in dag_ids):
+        if any(ti_id in title for ti_id in ti_ids):
             family = [proc, *proc.children(recursive=True)]
             for p in family:
                 try:
@@ -98,8 +106,8 @@ def lose_in_flight(session: DrillSession, url: str, dag_ids: list[str]) -> dict[
         labels = [f"{wh.LABEL_PREFIX}{d}/" for d in dag_ids]
         rows = conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE starts_with(application_name, ANY(%s)) OR application_name = ANY(%s)",
-            (labels, dag_ids),
+            " WHERE EXISTS (SELECT 1 FROM unnest(%s::text[]) AS p WHERE starts_with(application_name, p))",
+            (labels,),
         ).fetchall()
     return {"processes": killed, "backends": sum(bool(r[0]) for r in rows)}
 
@@ -114,6 +122,28 @@ def _patient(step: Callable[[], None], progress: Progress, tries: int = 5) -> No
             if n == tries - 1:
                 raise
             progress(f"the api-server is slow ({exc}); asking again")
+
+
+def _all_admins_token(scenario: Scenario) -> str:
+    """A bearer token for the watchdog's run reads (SimpleAuthManager with all admins hands one out)."""
+    with urllib.request.urlopen(f"{scenario.home.api_url}/auth/token", timeout=30) as resp:
+        return str(json.loads(resp.read())["access_token"])
+
+
+def _wait_waiting(url: str, expected: int, progress: Progress, timeout: float = 300.0) -> None:
+    """Wait until every load waits for its source (a task is ``running`` long before it gets there)."""
+    import psycopg
+
+    def waiting() -> bool:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE starts_with(application_name, %s)",
+                (WAIT_PREFIX,),
+            ).fetchone()
+        return row is not None and int(row[0]) >= expected
+
+    wait_until(f"{expected} loads to wait for their source", waiting, timeout)
+    progress(f"{expected} loads wait for their source")
 
 
 def _wait_runs(scenario: Scenario, until: float, progress: Progress) -> dict[str, float]:
@@ -174,6 +204,7 @@ def run(session: DrillSession, args: argparse.Namespace, progress: Progress) -> 
     scenario.boot()
     scenario.trigger({})
     _patient(lambda: scenario.wait_running(expected=len(ids) * args.storm_loads), progress)
+    _wait_waiting(url, len(ids) * args.storm_loads, progress)
     facts.night_start = night = time.time() + LEAD
     facts.deadline_at = night + args.storm_deadline
     wh.start_night(url, ids, night, args.storm_interval)
@@ -187,20 +218,31 @@ def run(session: DrillSession, args: argparse.Namespace, progress: Progress) -> 
             "watch": {
                 "deadline_default_duration": args.storm_steps * args.storm_step_seconds,
                 "deadline_refresh": 5,
+                # Forget yesterday's occurrence of the deadline: no run was due then, which would
+                # page a missed deadline the moment the watchdog starts.
+                "deadline_keep": 900,
             },
             "deadlines": _deadlines(ids, facts.deadline_at),
         },
+        token=_all_admins_token(scenario),
     )
     meter = session.meter = WorkMeter(url).start()
     probe = wh.CapacityProbe(url, args.storm_capacity).start()
     try:
+        lost_dags = [dag_id(s, "lost") for s in SIDES] if "lost" in variants else []
+        lost_tis = [
+            str(ti["id"])
+            for d in lost_dags
+            for ti in scenario.api.task_instances(d, scenario.run_ids[d])
+            if ti["state"] == "running"
+        ]
         time.sleep(max(0.0, night + args.storm_crash_at - time.time()))
         scheduler = scenario.components["scheduler"]
         survivors = scheduler.crash()
         facts.crashed_at = scenario.crashed_at = time.time()
         progress(f"SIGKILL scheduler (pid {scheduler.pid}); {len(survivors)} worker processes survive it")
-        if "lost" in variants:
-            lost = facts.lost["lost"] = lose_in_flight(session, url, [dag_id(s, "lost") for s in SIDES])
+        if lost_dags:
+            lost = facts.lost["lost"] = lose_in_flight(session, url, lost_dags, lost_tis)
             progress(
                 f"lost variant: killed {lost['processes']} of its worker processes, terminated "
                 f"{lost['backends']} of its backends"
@@ -223,7 +265,7 @@ def run(session: DrillSession, args: argparse.Namespace, progress: Progress) -> 
     for variant in variants:
         for side in SIDES:
             dag = StormDag(dag_id(side, variant), side, variant)
-            _fill(dag, scenario, ended.get(dag.dag_id), session)
+            _fill(dag, scenario, ended.get(dag.dag_id), facts.crashed_at or 0.0)
             dag.peak, dag.above_seconds = probe.peak.get(dag.dag_id, 0), probe.above.get(dag.dag_id, 0.0)
             dag.timeouts = len(timeouts.get(dag.dag_id, []))
             measured = by_dag.get(dag.dag_id)
@@ -231,7 +273,7 @@ def run(session: DrillSession, args: argparse.Namespace, progress: Progress) -> 
                 dag.executions = int(measured.executions)
                 dag.needed, dag.redone = measured.needed, measured.redone
             for d in deliveries:
-                if d.alert.get("event") != "trigger":
+                if d.alert.get("event") != "trigger" or d.at < facts.night_start:
                     continue
                 if d.key.startswith(f"{EARLY}{dag.dag_id}:") and dag.early_page_at is None:
                     dag.early_page_at = d.at
@@ -240,23 +282,37 @@ def run(session: DrillSession, args: argparse.Namespace, progress: Progress) -> 
             facts.dags.append(dag)
     if probe.failed:
         facts.notes.append(f"{probe.failed} capacity samples failed")
+    watchdog = session.watchdog.process if session.watchdog else None
+    if watchdog is not None and not watchdog.alive():
+        facts.notes.append(f"the watchdog exited early, no page could come:\n{watchdog.tail(5)}")
     facts.notes += session.notes
     return facts
 
 
-def _fill(dag: StormDag, scenario: Scenario, ended: float | None, session: DrillSession) -> None:
-    """The run's state and end, and per load its tries: retries after a failure, loads run twice."""
+def _fill(dag: StormDag, scenario: Scenario, ended: float | None, crashed_at: float) -> None:
+    """The run's state and end, and per load its tries: retries after a failure, loads run twice.
+
+    A retry counts when a try that started after the crash failed and another followed; the try
+    the crash itself lost is the crash's, not a retry's.
+    """
     from drill.attempts import parse_time
 
     run_id = scenario.run_ids[dag.dag_id]
     run = scenario.api.get(f"/dags/{dag.dag_id}/dagRuns/{run_id}")
     dag.run_state = str(run["state"])
+    tis = scenario.api.task_instances(dag.dag_id, run_id)
     if dag.run_state in TERMINAL_RUN_STATES:
-        dag.finished_at = parse_time(run.get("end_date")) or ended
-    for ti in scenario.api.task_instances(dag.dag_id, run_id):
+        # The last task's end: a busy scheduler marks the run itself done seconds later.
+        ends = [t for ti in tis if (t := parse_time(ti.get("end_date"))) is not None]
+        dag.finished_at = max(ends, default=None) or parse_time(run.get("end_date")) or ended
+    for ti in tis:
         if not ti["task_id"].startswith("load_"):
             continue
         tries = scenario.api.tries(dag.dag_id, run_id, ti["task_id"])
         if len(tries) > 1:
             dag.loads_rerun += 1
-        dag.retries += sum(t.get("state") in ("failed", "up_for_retry") for t in tries[:-1])
+        dag.retries += sum(
+            t.get("state") in ("failed", "up_for_retry")
+            and (parse_time(t.get("start_date")) or 0) > crashed_at
+            for t in tries[:-1]
+        )

@@ -26,6 +26,8 @@ from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import DAG
 
 CONN_ID = "storm_warehouse"
+#: ``application_name`` of a load's connection while it waits for its source.
+WAIT_PREFIX = "storm-wait:"
 SIDES = ("plain", "crashsafe")
 VARIANTS = [v for v in os.environ.get("CRASHSAFE_STORM_VARIANTS", "adopt,lost").split(",") if v]
 LOADS = int(os.environ.get("CRASHSAFE_STORM_LOADS", "8"))
@@ -54,13 +56,25 @@ def wait_for_source(context: Any) -> None:
 
     ti = context["ti"]
     index = int(ti.task_id.rsplit("_", 1)[1])
-    hook = PostgresHook(postgres_conn_id=CONN_ID)
     sql = "SELECT first_arrival + %s * arrival_interval FROM storm.night WHERE dag_id = %s"
-    while True:
-        row = hook.get_first(sql, parameters=(index, ti.dag_id))
-        if row is not None:
-            break
-        time.sleep(1.0)
+    # One connection for the whole wait: a new one per poll, times every waiting load, is a fork
+    # of a PostgreSQL backend each time, and that CPU would slow the warehouse's own clock.
+    conn = PostgresHook(postgres_conn_id=CONN_ID).get_conn()
+    try:
+        with conn.cursor() as cursor:  # read committed: each poll sees the drill's insert
+            # The drill starts the night once every load waits here (it counts these backends).
+            cursor.execute(
+                "SELECT set_config('application_name', %s, false)",
+                (f"{WAIT_PREFIX}{ti.dag_id}/{ti.task_id}",),
+            )
+            while True:
+                cursor.execute(sql, (index, ti.dag_id))
+                row = cursor.fetchone()
+                if row is not None:
+                    break
+                time.sleep(0.5)
+    finally:
+        conn.close()
     left = float(row[0]) - time.time()
     if left > 0:
         time.sleep(left)

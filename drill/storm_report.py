@@ -121,7 +121,7 @@ def _early(facts: StormFacts, dag: StormDag) -> str:
 def _missed(facts: StormFacts, dag: StormDag) -> str:
     if dag.missed_page_at is None:
         return "none"
-    return f"fired at {facts.clock(dag.missed_page_at)} (+{dag.missed_page_at - facts.deadline_at:.0f} s)"
+    return f"fired at {facts.clock(dag.missed_page_at)} ({dag.missed_page_at - facts.deadline_at:+.0f} s)"
 
 
 def rows(facts: StormFacts, dag: StormDag) -> dict[str, str]:

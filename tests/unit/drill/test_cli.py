@@ -38,11 +38,11 @@ def test_python_m_drill_help_runs_from_the_checkout() -> None:
     assert "Exit codes: 0" in done.stdout
 
 
-def test_the_storm_scenario_has_its_own_timings_and_postgres_metadata() -> None:
-    """--scenario storm: 20 s outage past a 15 s threshold, 2 s polls, PostgreSQL metadata, both variants."""
+def test_the_storm_scenario_has_its_own_timings() -> None:
+    """--scenario storm: 10 s outage past an 8 s threshold, 2 s polls, SQLite metadata, both variants."""
     args = parse_args(["--scenario", "storm"])
-    assert (args.outage, args.health_check_threshold, args.watch_interval) == (20.0, 15, 2.0)
-    assert (args.metadata, args.storm_variant) == ("postgres", "both")
+    assert (args.outage, args.health_check_threshold, args.watch_interval) == (10.0, 8, 2.0)
+    assert (args.metadata, args.storm_variant) == ("sqlite", "both")
     assert parse_args(["--scenario", "storm", "--outage", "30"]).outage == 30.0
     assert parse_args(["--scenario", "storm", "--storm-variant", "lost"]).storm_variant == "lost"
 
