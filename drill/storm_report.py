@@ -101,11 +101,9 @@ def _finish(facts: StormFacts, dag: StormDag) -> str:
     if dag.finished_at is None:
         return f"not finished ({dag.run_state})"
     late = dag.finished_at - facts.deadline_at
-    word = "late" if late > 0 else "early"
-    return (
-        f"{facts.clock(dag.finished_at)} {dag.run_state}, {abs(facts.scaled_minutes(late)):.0f} min {word}"
-        f" ({late:+.0f} s)"
-    )
+    word = "after" if late > 0 else "before"
+    minutes = abs(facts.scaled_minutes(late))
+    return f"{facts.clock(dag.finished_at)} {dag.run_state}, {minutes:.0f} min {word} it ({late:+.0f} s)"
 
 
 def _early(facts: StormFacts, dag: StormDag) -> str:

@@ -101,12 +101,12 @@ def test_the_report_shows_the_chain_side_by_side_per_variant() -> None:
 
 
 def test_times_are_read_on_the_scaled_clock() -> None:
-    """00:00 is the first source and 06:00 the deadline: 150 s on a 120 s night is 07:30, 90 min late."""
+    """00:00 is the first source and 06:00 the deadline: 150 s on a 120 s night is 07:30, 90 min after it."""
     facts = _facts()
     assert facts.clock(NIGHT) == "00:00"
     assert facts.clock(DEADLINE) == "06:00"
     text = render(facts)
-    assert "07:30 success, 90 min late (+30 s)" in text
+    assert "07:30 success, 90 min after it (+30 s)" in text
     assert "at 05:00, 60 min before (20 s)" in text  # the early page, 20 s = 60 scaled minutes ahead
     assert "fired at 06:03 (+1 s)" in text
 
