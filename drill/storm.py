@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -46,7 +47,7 @@ from drill.work_meter import WorkMeter, summarize
 
 __all__ = ["DAG_SOURCE", "SIDES", "dag_id", "run"]
 
-DAG_SOURCE = __file__.replace("storm.py", "storm_dag.py")
+DAG_SOURCE = Path(__file__).with_name("storm_dag.py")
 SIDES = ("plain", "crashsafe")
 #: Seconds between "every load runs" and the first source landing.
 LEAD = 3.0
