@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import signal
 import time
 import urllib.error
 import urllib.request
@@ -34,14 +33,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from drill import storm_warehouse as wh
 from drill.airflow_home import component_env
 from drill.cluster import airflow_conn_uri
-from drill.components import drill_processes, wait_until
+from drill.components import wait_until
 from drill.scenario import TERMINAL_RUN_STATES, Progress, Scenario
 from drill.session import DrillSession
+from drill.storm_crash import lose_in_flight
 from drill.storm_report import StormDag, StormFacts
 from drill.work_meter import WorkMeter, summarize
 
@@ -79,38 +77,6 @@ def _deadlines(dag_ids: list[str], deadline_at: float) -> list[dict[str, Any]]:
         {"name": f"{d}@06:00", "dag_id": d, "at": at, "timezone": "UTC", "run_types": ["manual"]}
         for d in dag_ids
     ]
-
-
-def lose_in_flight(session: DrillSession, url: str, dag_ids: list[str], ti_ids: list[str]) -> dict[str, int]:
-    """The crash takes the loads of ``dag_ids`` with it: SIGKILL their workers, terminate their backends.
-
-    A LocalExecutor worker and the task process it supervises both carry the task instance's id
-    in their process title, which is how ``ti_ids`` find them.
-    """
-    import psycopg
-
-    killed = 0
-    for proc in drill_processes(session.sessions, session.home.airflow_home):
-        try:
-            title = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if any(ti_id in title for ti_id in ti_ids):
-            family = [proc, *proc.children(recursive=True)]
-            for p in family:
-                try:
-                    p.send_signal(signal.SIGKILL)
-                    killed += 1
-                except psutil.Error:
-                    continue
-    with psycopg.connect(url, autocommit=True) as conn:
-        labels = [f"{wh.LABEL_PREFIX}{d}/" for d in dag_ids]
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE EXISTS (SELECT 1 FROM unnest(%s::text[]) AS p WHERE starts_with(application_name, p))",
-            (labels,),
-        ).fetchall()
-    return {"processes": killed, "backends": sum(bool(r[0]) for r in rows)}
 
 
 def _patient(step: Callable[[], None], progress: Progress, tries: int = 5) -> None:
