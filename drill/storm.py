@@ -173,7 +173,8 @@ def run(session: DrillSession, args: argparse.Namespace, progress: Progress) -> 
     _patient(lambda: scenario.wait_running(expected=len(ids) * args.storm_loads), progress)
     _wait_waiting(url, len(ids) * args.storm_loads, progress)
     facts.night_start = night = time.time() + LEAD
-    facts.deadline_at = night + args.storm_deadline
+    # Whole seconds: the watchdog's [[deadlines]] entry is a time of day to the second.
+    facts.deadline_at = float(int(night + args.storm_deadline))
     wh.start_night(url, ids, night, args.storm_interval)
     progress(
         f"night starts: a source lands every {args.storm_interval:g} s; deadline (06:00) in "
