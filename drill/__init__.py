@@ -15,7 +15,11 @@ not shipped in the wheel. Start reading at :mod:`drill.cli` (the phases and exit
   (``python -m drill`` as the end-to-end tests run it);
 - ``--scenario wedge``: :mod:`drill.wedge` (the kill inside the scheduler's critical section, the
   plain and the healing phase), :mod:`drill.pg_locks` (the metadata DB's sessions and locks),
-  :mod:`drill.wedge_dag`, and its report, :mod:`drill.wedge_report`.
+  :mod:`drill.wedge_dag`, and its report, :mod:`drill.wedge_report`;
+- ``--scenario storm``: :mod:`drill.storm` (the night, the crash), :mod:`drill.storm_crash` (what the
+  lost variant destroys),
+  :mod:`drill.storm_warehouse` (the warehouse's finite capacity, modelled in PostgreSQL),
+  :mod:`drill.storm_dag`, and its report, :mod:`drill.storm_report`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ Boots real Airflow with the two DAGs of :mod:`drill.dags`, SIGKILLs the schedule
 load and payment push runs, restarts it late (:mod:`drill.scenario`), then has each capability
 of :data:`drill.report.CAPABILITIES` collect its facts and prints the report. ``--scenario wedge``
 instead kills the scheduler inside its critical section and shows its successor wedged, then
-healed by the watchdog (:mod:`drill.wedge`, reported by :mod:`drill.wedge_report`).
+healed by the watchdog (:mod:`drill.wedge`, reported by :mod:`drill.wedge_report`). ``--scenario
+storm`` reproduces the restart's burst against a finite warehouse and a deadline, plain beside
+crashsafe, with ``--storm-variant`` choosing whether the in-flight work survives the crash
+(:mod:`drill.storm`, reported by :mod:`drill.storm_report`).
 
 Exit codes: 0 every crashsafe invariant held; 1 one broke; 3 the drill itself could not run or
 proved nothing (no load was interrupted). The plain DAG's damage is expected and only reported.
@@ -13,14 +16,16 @@ proved nothing (no load was interrupted). The plain DAG's damage is expected and
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import signal
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
-from drill import dags, wedge, wedge_report
+from drill import dags, storm, storm_report, wedge, wedge_report
 from drill.airflow_home import component_env, repo_root
 from drill.components import wait_until
 from drill.facts import DrillFacts
@@ -42,8 +47,15 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_BROKEN, EXIT_DRILL_FAILED = 0, 1, 3
-#: ``--scenario`` choices: the crash of :mod:`drill.scenario`, the wedge of :mod:`drill.wedge`.
-SCENARIOS = ("default", "wedge")
+#: ``--scenario`` choices: the crash of :mod:`drill.scenario`, the wedge of :mod:`drill.wedge`,
+#: the storm of :mod:`drill.storm`.
+SCENARIOS = ("default", "wedge", "storm")
+#: ``--storm-variant`` choices (see :data:`drill.storm_report.VARIANT_TITLES`).
+STORM_VARIANTS = ("both", "adopt", "lost")
+#: Per scenario, the defaults of ``--outage`` and ``--health-check-threshold``.
+OUTAGE_DEFAULTS = {"default": (40.0, 30), "wedge": (40.0, 30), "storm": (10.0, 8)}
+#: Per scenario, the default of ``--watch-interval``: the storm's night is short.
+WATCH_INTERVALS = {"default": 10.0, "wedge": 10.0, "storm": 2.0}
 
 #: The numeric options: flag, type, default, help.
 NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
@@ -62,12 +74,12 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
         "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight)",
     ),
     ("--kill-after", float, 10.0, "seconds after all loads run before the SIGKILL"),
-    ("--outage", float, 40.0, "seconds the scheduler stays down"),
+    ("--outage", float, None, "seconds the scheduler stays down (default 40; storm 10)"),
     (
         "--health-check-threshold",
         int,
-        30,
-        "[scheduler] scheduler_health_check_threshold (the outage must exceed it)",
+        None,
+        "[scheduler] scheduler_health_check_threshold (the outage must exceed it; default 30, storm 8)",
     ),
     (
         "--watch-threshold",
@@ -78,8 +90,8 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
     (
         "--watch-interval",
         float,
-        10.0,
-        "the watchdog's poll interval, s (default 10, its own default; 0: no watchdog)",
+        None,
+        "the watchdog's poll interval, s (default 10, its own default; storm 2; 0: no watchdog)",
     ),
     ("--wedge-tasks", int, 20, "wedge: parallel tasks running when the scheduler is killed (default 20)"),
     (
@@ -95,6 +107,34 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
         300.0,
         "wedge: seconds to try landing the SIGKILL inside the scheduler's critical section",
     ),
+    ("--storm-loads", int, 6, "storm: loads per DAG (default 6)"),
+    ("--storm-capacity", int, 2, "storm: C, loads the warehouse serves at full speed (default 2)"),
+    ("--storm-steps", int, 16, "storm: steps of work per load (default 16)"),
+    ("--storm-step-seconds", float, 1.0, "storm: seconds per step at or below C (default 1)"),
+    (
+        "--storm-interval",
+        float,
+        12.0,
+        "storm: seconds between two sources landing (default 12: steps x step-seconds / interval = "
+        "1.3 loads at a time, the steady rate, under C)",
+    ),
+    ("--storm-timeout", float, 20.0, "storm: the loader's statement_timeout, s (default 20)"),
+    ("--storm-retries", int, 3, "storm: Airflow retries per load (default 3)"),
+    ("--storm-retry-delay", float, 5.0, "storm: Airflow retry_delay, s (default 5)"),
+    ("--storm-budget", int, 2, "storm: crashsafe recovery_concurrency per warehouse (default 2)"),
+    (
+        "--storm-crash-at",
+        float,
+        14.0,
+        "storm: seconds into the night the scheduler is SIGKILLed (default 14)",
+    ),
+    (
+        "--storm-deadline",
+        float,
+        190.0,
+        "storm: seconds from the first source to the deadline, 06:00 (default 190)",
+    ),
+    ("--storm-grace", float, 60.0, "storm: seconds past the deadline to wait for late runs (default 60)"),
 ]
 
 
@@ -114,7 +154,17 @@ def build_parser() -> argparse.ArgumentParser:
         default="default",
         help="default: the crash while loads and payments run; wedge: SIGKILL the scheduler inside "
         "its critical section, show its successor wedged, then healed by `watch --heal` "
-        "(needs --metadata postgres, chosen by default)",
+        "(needs --metadata postgres, chosen by default); storm: the restart's burst of re-runs on a "
+        "warehouse of finite capacity, statement timeouts, retries and a deadline, plain beside "
+        "crashsafe (see --storm-variant)",
+    )
+    a(
+        "--storm-variant",
+        choices=STORM_VARIANTS,
+        default="both",
+        help="storm: adopt = the crash spares the running loads (adoption can help); lost = the crash "
+        "kills their workers and warehouse backends, so every re-run redoes its work and recovery "
+        "admission alone damps the burst; both (default) = both variants side by side in one Airflow",
     )
     a("--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)")
     a(
@@ -147,7 +197,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.scenario == "wedge" and args.metadata == "sqlite":
         parser.error("--scenario wedge needs --metadata postgres (the wedge is a PostgreSQL session's locks)")
+    if args.scenario == "storm" and args.warehouse_url:
+        parser.error("--scenario storm builds its own warehouse: drop --warehouse-url")
     args.metadata = args.metadata or ("postgres" if args.scenario == "wedge" else "sqlite")
+    if args.watch_interval is None:
+        args.watch_interval = WATCH_INTERVALS[args.scenario]
+    outage, threshold = OUTAGE_DEFAULTS[args.scenario]
+    args.outage = outage if args.outage is None else args.outage
+    if args.health_check_threshold is None:
+        args.health_check_threshold = threshold
     args.watch_threshold = int(args.watch_threshold or args.health_check_threshold)
     return args
 
@@ -172,7 +230,12 @@ def run(args: argparse.Namespace) -> int:
     drill = DrillSession(args, progress)
     rc, failed = EXIT_DRILL_FAILED, True
     try:
-        if args.scenario == "wedge":
+        if args.scenario == "storm":
+            found = storm.run(drill, args, progress)
+            text, broken = storm_report.render(found), storm_report.invariants(found)
+            unproved = storm_report.inconclusive(found)
+            facts_json = json.dumps(asdict(found), indent=1)
+        elif args.scenario == "wedge":
             facts = wedge.run(drill, args, progress)
             text, broken = wedge_report.render(facts), wedge_report.invariants(facts)
             unproved = wedge_report.inconclusive(facts)
@@ -180,9 +243,11 @@ def run(args: argparse.Namespace) -> int:
             _crash(drill, args, progress)
             facts = _collect(drill, progress)
             text, broken, unproved = render(facts), all_broken(facts), inconclusive(facts)
+        if args.scenario != "storm":
+            facts_json = facts.to_json()
         print(text, flush=True)
         if args.facts_json:
-            args.facts_json.write_text(facts.to_json())
+            args.facts_json.write_text(facts_json)
         rc = EXIT_BROKEN if broken else EXIT_DRILL_FAILED if unproved else EXIT_OK
         failed = rc != EXIT_OK
     except KeyboardInterrupt:

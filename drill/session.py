@@ -11,6 +11,7 @@ import argparse
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from drill.airflow_home import DrillHome
 from drill.cluster import PostgresCluster, airflow_conn_uri, find_pg_bin, libpq_url, sqlalchemy_url
@@ -119,10 +120,19 @@ class DrillSession:
         self.sessions.add(migrate.pid or -1)
         migrate.wait_success(timeout=300)
 
-    def start_watchdog(self, options: list[str]) -> None:
-        """The watchdog beside Airflow, alerting to a webhook in this process."""
+    def start_watchdog(
+        self, options: list[str], config: dict[str, Any] | None = None, token: str | None = None
+    ) -> None:
+        """The watchdog beside Airflow, alerting to a webhook here (``config``: more of its config file)."""
         self.receiver = WebhookReceiver()
-        self.watchdog = WatchdogProcess(self.home.api_url, self.receiver.url, self.home.logs, options=options)
+        self.watchdog = WatchdogProcess(
+            self.home.api_url,
+            self.receiver.url,
+            self.home.logs,
+            options=options,
+            config_extra=config or {},
+            token=token,
+        )
         self.watchdog.start()
         self.sessions.add(self.watchdog.pid or -1)
         self.progress(

@@ -136,6 +136,8 @@ class WatchdogProcess:
     options: list[str] = field(default_factory=list)
     token: str | None = None
     process: Component | None = None
+    #: More of the config file beside its webhook sink: ``watch`` options, ``deadlines``.
+    config_extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def log_path(self) -> Path:
@@ -147,7 +149,12 @@ class WatchdogProcess:
         state.mkdir(parents=True, exist_ok=True)
         config = state / "watch.json"
         config.write_text(
-            json.dumps({"sinks": [{"type": "webhook", "name": "drill", "url": self.webhook_url}]})
+            json.dumps(
+                {
+                    "sinks": [{"type": "webhook", "name": "drill", "url": self.webhook_url}],
+                    **self.config_extra,
+                }
+            )
         )
         argv = [sys.executable, "-m", "airflow_crashsafe.watchdog.cli", "--config", str(config)]
         argv += ["--api-url", self.api_url, "--state-dir", str(state), *self.options]

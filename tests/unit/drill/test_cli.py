@@ -36,3 +36,27 @@ def test_python_m_drill_help_runs_from_the_checkout() -> None:
     )
     assert "--facts-json" in done.stdout
     assert "Exit codes: 0" in done.stdout
+
+
+def test_the_storm_scenario_has_its_own_timings() -> None:
+    """--scenario storm: 10 s outage past an 8 s threshold, 2 s polls, SQLite metadata, both variants."""
+    args = parse_args(["--scenario", "storm"])
+    assert (args.outage, args.health_check_threshold, args.watch_interval) == (10.0, 8, 2.0)
+    assert (args.metadata, args.storm_variant) == ("sqlite", "both")
+    assert parse_args(["--scenario", "storm", "--outage", "30"]).outage == 30.0
+    assert parse_args(["--scenario", "storm", "--storm-variant", "lost"]).storm_variant == "lost"
+
+
+def test_the_storm_refuses_an_outside_warehouse() -> None:
+    """The storm builds its warehouse's capacity model itself: --warehouse-url is a one-line error."""
+    done = subprocess.run(
+        [sys.executable, "-m", "drill", "--scenario", "storm", "--warehouse-url", "postgresql://x/y"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--scenario storm builds its own warehouse" in done.stderr
+    assert "Traceback" not in done.stderr
