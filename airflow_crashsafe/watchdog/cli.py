@@ -222,6 +222,7 @@ def _build(args: argparse.Namespace) -> Any:
     opts, sink_specs = settings(args)
     db_url = opts["db_url"] or _env(opts["db_url_env"], "--db-url-env")
     source: Source
+    runs_unreadable = False  # the REST API without credentials cannot list DAG runs
     if db_url:
         from airflow_crashsafe.watchdog.db import DbSource
         from airflow_crashsafe.watchdog.wedge import WedgeWatch
@@ -247,6 +248,7 @@ def _build(args: argparse.Namespace) -> Any:
             password=_env(opts["api_password_env"], "--api-password-env"),
             canary_dag_id=opts["canary_dag_id"],
         )
+        runs_unreadable = not source.authenticated
     instance = opts["instance"] or _hostname(db_url or opts["api_url"]) or "airflow"
     rules = Rules(
         threshold=opts["threshold"],
@@ -295,6 +297,12 @@ def _build(args: argparse.Namespace) -> Any:
         getattr(args, "config", None), opts, rules.instance, rules.repeat_interval
     )
     if deadlines is not None:
+        if runs_unreadable:
+            raise ConfigurationError(
+                "[[deadlines]] read DAG runs from the REST API, which needs credentials: give "
+                "--api-token-env VAR or --api-user with --api-password-env (or read the metadata DB "
+                "with --db-url-env)"
+            )
         source.runs = deadlines[1]
     watchdog = Watchdog(
         source,

@@ -48,6 +48,7 @@ def healthy() -> dict[str, object]:
         ('[watch]\ninterval = "soon"\n', "interval must be a number"),
         ("[watch\n", "not valid"),
         ('[watch]\ncanary_dag_id = "c"\n', "canary_max_age"),
+        ('[[deadlines]]\ndag_id = "nightly"\nat = "06:00"\ntimezone = "UTC"\n', "--api-token-env"),
     ],
 )
 def test_bad_config_exits_2_naming_the_problem(
