@@ -204,6 +204,9 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "string",
         "example": "https://hc-ping.com/<uuid>",
         "default": "",
+        # The URL is the credential (anyone holding it can ping): masked in `airflow config list`,
+        # and settable as AIRFLOW__CRASHSAFE__DEAD_MANS_SWITCH_URL_CMD / _SECRET.
+        "sensitive": True,
         "version_added": "0.1.0",
     },
     "alerting_config": {
