@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["OPTIONS"]
 
 #: Declared in provider info (``config`` section) and the README; read by :mod:`airflow_crashsafe.config`.
-OPTIONS: dict[str, dict[str, str | None]] = {
+OPTIONS: dict[str, dict[str, str | bool | None]] = {
     "conn_id": {
         "description": "Airflow connection of the crashsafe store (PostgreSQL in production). When "
         "no such connection exists, an embedded SQLite file under $AIRFLOW_HOME is used instead "

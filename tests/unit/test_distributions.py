@@ -231,3 +231,21 @@ def test_sdist_runs_its_own_tests(tmp_path: Path) -> None:
     )
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert " passed" in tests.stdout
+
+
+def test_floor_lock_pins_the_declared_floor_and_every_dependency() -> None:
+    """The floor lock exists for pyproject's apache-airflow>=X, pins X and every direct dependency."""
+    (floor,) = [
+        r.split(">=", 1)[1] for r in PROJECT["dependencies"] if _requirement_name(r) == "apache-airflow"
+    ]
+    lines = (ROOT / "constraints" / f"py3.11-airflow-{floor}.txt").read_text().splitlines()
+    floor_lock = dict(line.split("==", 1) for line in lines if "==" in line and not line.startswith("#"))
+    assert floor_lock["apache-airflow"] == floor
+    direct = {
+        _requirement_name(r)
+        for r in [*PROJECT["dependencies"], *PROJECT["optional-dependencies"]["test"]]
+        if "python_version < '3.11'" not in r and not r.startswith("airflow-crashsafe")
+    }
+    pinned = {name.lower() for name in floor_lock}
+    assert direct <= pinned, f"regenerate the floor lock: {sorted(direct - pinned)}"
+    assert "CRASHSAFE_AIRFLOW=floor" in (ROOT / ".ci" / "run").read_text()
