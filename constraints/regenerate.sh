@@ -25,6 +25,14 @@ floor)
     AIRFLOW_VERSION="$(sed -n 's/^ *"apache-airflow>=\([0-9.]*\)".*/\1/p' "$repo/pyproject.toml")"
     [[ -n "$AIRFLOW_VERSION" ]] || { echo "no apache-airflow>=X.Y.Z in pyproject.toml" >&2; exit 1; }
     out="$repo/constraints/py$pyver-airflow-$AIRFLOW_VERSION.txt"
+    # Start from the main lock, Airflow's own distributions left out: the floor environment should
+    # differ from the main one only where the older Airflow requires it. Resolved from scratch, it
+    # takes releases newer than that Airflow ever ran with (cadwyn 9 breaks Airflow 3.2.0's
+    # api-server: "TITerminalStatePayload needs a discriminator field").
+    prefer="$repo/constraints/py$pyver.txt"
+    # Main-lock pins the floor Airflow cannot take (apache-airflow-core 3.2.0 wants aiosqlite<0.22
+    # and an older Starlette); when pip reports "conflict is caused by ... depends on X", add X.
+    unpin="${FLOOR_UNPIN:-aiosqlite starlette}"
     ;;
 *)
     echo "CRASHSAFE_AIRFLOW=${CRASHSAFE_AIRFLOW}: use floor, or leave it unset for the main lock" >&2
@@ -35,7 +43,12 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 "$PYTHON" -m venv "$tmp/venv"
-"$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+prefer_args=()
+if [[ -n "${prefer:-}" ]]; then
+    grep -v -i -E "^(#|apache-airflow(-core|-task-sdk)?==|(${unpin// /|})==)" "$prefer" >"$tmp/prefer.txt"
+    prefer_args=(-c "$tmp/prefer.txt")
+fi
+"$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check "${prefer_args[@]}" \
     -e "${repo}[dev]" "apache-airflow==$AIRFLOW_VERSION"
 "$tmp/venv/bin/python" -m pip check
 pip_version="$("$tmp/venv/bin/python" -m pip --version | cut -d' ' -f2)"
