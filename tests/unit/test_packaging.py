@@ -151,11 +151,15 @@ def test_airflow_providers_manager_registers_the_crashsafe_hook(tmp_path: Path) 
         from airflow.providers_manager import ProvidersManager
         from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
         hook = ProvidersManagerTaskRuntime().hooks["crashsafe"]
-        metadata = ProvidersManager().iter_connection_type_hook_ui_metadata()
-        (ui,) = [m for m in metadata if m.connection_type == "crashsafe"]
-        behaviour = ui.field_behaviour or {}
+        manager = ProvidersManager()
+        if hasattr(manager, "iter_connection_type_hook_ui_metadata"):  # Airflow 3.3
+            metadata = manager.iter_connection_type_hook_ui_metadata()
+            (ui,) = [m for m in metadata if m.connection_type == "crashsafe"]
+            ui_name, behaviour = ui.hook_name, ui.field_behaviour or {}
+        else:  # the floor release, 3.2
+            ui_name, behaviour = hook.hook_name, manager.field_behaviours["crashsafe"]
         print(json.dumps({
-            "ui_name": ui.hook_name,
+            "ui_name": ui_name,
             "class": hook.hook_class_name,
             "name": hook.hook_name,
             "attr": hook.connection_id_attribute_name,
