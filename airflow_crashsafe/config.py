@@ -67,15 +67,17 @@ DEFAULT_API_URL = "http://localhost:8080"
 
 
 def _get(option: str) -> str:
+    """The option through Airflow's own configuration (airflow.cfg, env, and for a ``sensitive``
+    option ``_CMD`` / ``_SECRET``), stripped: a command's output ends with a newline."""
     env = os.environ.get(f"AIRFLOW__CRASHSAFE__{option.upper()}")
     if env is not None:
-        return env
+        return env.strip()
     try:
         from airflow.sdk.configuration import conf
     except ImportError:  # pragma: no cover - only without Airflow (the watchdog never calls this)
         return str(OPTIONS[option]["default"])
     value = conf.get("crashsafe", option, fallback=OPTIONS[option]["default"])
-    return str(OPTIONS[option]["default"] if value is None else value)
+    return str(OPTIONS[option]["default"] if value is None else value).strip()
 
 
 def _number(option: str, parse: Callable[[str], _N]) -> _N:

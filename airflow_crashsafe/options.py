@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["OPTIONS"]
 
 #: Declared in provider info (``config`` section) and the README; read by :mod:`airflow_crashsafe.config`.
-OPTIONS: dict[str, dict[str, str | None]] = {
+OPTIONS: dict[str, dict[str, str | bool | None]] = {
     "conn_id": {
         "description": "Airflow connection of the crashsafe store (PostgreSQL in production). When "
         "no such connection exists, an embedded SQLite file under $AIRFLOW_HOME is used instead "
@@ -216,6 +216,9 @@ OPTIONS: dict[str, dict[str, str | None]] = {
         "type": "string",
         "example": "https://hc-ping.com/<uuid>",
         "default": "",
+        # The URL is the credential (anyone holding it can ping): masked in `airflow config list`,
+        # and settable as AIRFLOW__CRASHSAFE__DEAD_MANS_SWITCH_URL_CMD / _SECRET.
+        "sensitive": True,
         "version_added": "0.1.0",
     },
     "alerting_config": {

@@ -17,6 +17,11 @@ __all__ = ["PACKAGE_NAME", "VERSION", "get_provider_info"]
 PACKAGE_NAME = "airflow-crashsafe"
 #: Keep in step with ``version`` in pyproject.toml (a packaging test checks it).
 VERSION = "0.1.0"
+INTEGRATION = "Crashsafe"
+DOCS_URL = "https://github.com/airflow-crashsafe/airflow-crashsafe/blob/main/docs/design.md"
+OPERATOR_MODULES = ("airflow_crashsafe.operators.sql", "airflow_crashsafe.operators.http")
+SENSOR_MODULES = ("airflow_crashsafe.sensors.heartbeat",)
+TRIGGER_MODULES = ("airflow_crashsafe.triggers.unit", "airflow_crashsafe.triggers.admission")
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -27,9 +32,19 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Crash-safe task execution for Airflow 3: fenced writes, natural-key merges, "
         "idempotent external calls and an audit trail of every attempt.",
         "versions": [VERSION],
-        "integrations": [{"integration-name": "Crashsafe", "tags": ["software"]}],
-        # Named by import path; a test checks them against CrashsafeHook's attributes.
-        "hooks": [{"integration-name": "Crashsafe", "python-modules": ["airflow_crashsafe.hooks.crashsafe"]}],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": DOCS_URL,
+                "how-to-guide": [f"{DOCS_URL}#where-to-start-reading"],
+                "tags": ["software"],
+            }
+        ],
+        # Everything below is named by import path (a test imports each and checks its kind).
+        "operators": [{"integration-name": INTEGRATION, "python-modules": list(OPERATOR_MODULES)}],
+        "sensors": [{"integration-name": INTEGRATION, "python-modules": list(SENSOR_MODULES)}],
+        "triggers": [{"integration-name": INTEGRATION, "python-modules": list(TRIGGER_MODULES)}],
+        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_crashsafe.hooks.crashsafe"]}],
         "connection-types": [
             {
                 "hook-class-name": "airflow_crashsafe.hooks.crashsafe.CrashsafeHook",
@@ -39,6 +54,8 @@ def get_provider_info() -> dict[str, Any]:
                 "ui-field-behaviour": {"relabeling": {"schema": "Database"}},
             }
         ],
+        # Airflow 3.2+: `airflow crashsafe ...` beside the standalone `airflow-crashsafe`.
+        "cli": ["airflow_crashsafe.cli.airflow_commands.get_cli_commands"],
         "config": {
             "crashsafe": {
                 "description": "Options of airflow-crashsafe.",

@@ -138,7 +138,8 @@ class ApiSource:
             observation = self._enrich(observation)
         elif self.canary_dag_id:
             observation = dataclasses.replace(
-                observation, notes=("canary not checked: the DAG-runs API needs --api-token or --api-user",)
+                observation,
+                notes=("canary not checked: the DAG-runs API needs --api-token-env or --api-user",),
             )
         if self.runs is not None:
             observation = self._read_runs(observation)

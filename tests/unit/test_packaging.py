@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -151,11 +152,15 @@ def test_airflow_providers_manager_registers_the_crashsafe_hook(tmp_path: Path) 
         from airflow.providers_manager import ProvidersManager
         from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
         hook = ProvidersManagerTaskRuntime().hooks["crashsafe"]
-        metadata = ProvidersManager().iter_connection_type_hook_ui_metadata()
-        (ui,) = [m for m in metadata if m.connection_type == "crashsafe"]
-        behaviour = ui.field_behaviour or {}
+        manager = ProvidersManager()
+        if hasattr(manager, "iter_connection_type_hook_ui_metadata"):  # Airflow 3.3
+            metadata = manager.iter_connection_type_hook_ui_metadata()
+            (ui,) = [m for m in metadata if m.connection_type == "crashsafe"]
+            ui_name, behaviour = ui.hook_name, ui.field_behaviour or {}
+        else:  # the floor release, 3.2
+            ui_name, behaviour = hook.hook_name, manager.field_behaviours["crashsafe"]
         print(json.dumps({
-            "ui_name": ui.hook_name,
+            "ui_name": ui_name,
             "class": hook.hook_class_name,
             "name": hook.hook_name,
             "attr": hook.connection_id_attribute_name,
@@ -256,3 +261,85 @@ def test_import_opens_no_database(module: str, tmp_path: Path) -> None:
     assert drivers == []
     assert _files_under(module_home) == _files_under(baseline_home)
     assert not list(module_home.rglob("*.db"))
+
+
+@pytest.mark.parametrize(
+    ("key", "base"),
+    [
+        ("operators", "airflow.sdk.BaseOperator"),
+        ("sensors", "airflow.sdk.BaseSensorOperator"),
+        ("triggers", "airflow.triggers.base.BaseTrigger"),
+    ],
+)
+def test_provider_info_names_modules_that_define_their_kind(key: str, base: str) -> None:
+    """Each module provider info lists under operators/sensors/triggers defines at least one of that kind."""
+    import importlib
+    import inspect
+
+    from airflow_crashsafe.provider_info import INTEGRATION, get_provider_info
+
+    module_name, _, class_name = base.rpartition(".")
+    kind = getattr(importlib.import_module(module_name), class_name)
+    (entry,) = get_provider_info()[key]
+    assert entry["integration-name"] == INTEGRATION
+    for name in entry["python-modules"]:
+        module = importlib.import_module(name)
+        defined = [
+            cls
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == name and issubclass(cls, kind) and not inspect.isabstract(cls)
+        ]
+        assert defined, f"{name} defines no {class_name}"
+
+
+def test_secret_options_are_sensitive() -> None:
+    """dead_mans_switch_url (the URL is the credential) and any secret-named option are marked sensitive."""
+    from airflow_crashsafe.provider_info import get_provider_info
+
+    options = get_provider_info()["config"]["crashsafe"]["options"]
+    secret = {n for n in options if re.search(r"secret|password|token|_key$", n)} | {"dead_mans_switch_url"}
+    assert {n for n, o in options.items() if o.get("sensitive")} == secret
+
+
+def test_airflow_masks_and_resolves_the_sensitive_option(tmp_path: Path) -> None:
+    """Airflow's configuration knows dead_mans_switch_url as sensitive (masked, _CMD/_SECRET allowed)."""
+    sensitive = _run_python(
+        """
+        import json
+        from airflow.configuration import conf
+        print(json.dumps(sorted(k for s, k in conf.sensitive_config_values if s == "crashsafe")))
+        """,
+        tmp_path / "home",
+    )
+    assert sensitive == ["dead_mans_switch_url"]
+
+
+@pytest.mark.slow
+def test_airflow_cli_runs_the_crashsafe_commands(tmp_path: Path) -> None:
+    """`airflow crashsafe` lists every airflow-crashsafe subcommand and runs one, exit code included."""
+    from airflow_crashsafe.cli.airflow_commands import subcommands
+
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    home = tmp_path / "home"
+    home.mkdir()
+    store = str(tmp_path / "s.db")
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CRASHSAFE__EMBEDDED_PATH": store}
+
+    def airflow_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [airflow, "crashsafe", *args], env=env, capture_output=True, text=True, timeout=180, check=False
+        )
+
+    listed = airflow_cli("--help")
+    assert listed.returncode == 0, listed.stderr
+    names = [name for name, _ in subcommands()]
+    assert {"db", "watch", "ledger", "doctor"} <= set(names)
+    for name in names:
+        assert re.search(rf"^\s+{name}\b", listed.stdout, re.M), name
+
+    migrated = airflow_cli("db", "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert re.search(r"crashsafe store schema version \d+", migrated.stdout)
+    refused = airflow_cli("db", "prune", "--older-than", "0")
+    assert refused.returncode == 2
+    assert "--older-than 0" in refused.stderr

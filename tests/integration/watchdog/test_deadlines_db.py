@@ -77,11 +77,20 @@ def airflow_db(metadata_db: str) -> str:
     now = datetime.now(timezone.utc)
     version = uuid.uuid4()
     execute(metadata_db, "INSERT INTO dag_bundle (name) VALUES ('dags-folder') ON CONFLICT DO NOTHING")
+    # dag.partition_mapper_info is Airflow 3.3's (NOT NULL there); the floor release (3.2) lacks it.
+    has_partitions = execute(
+        metadata_db,
+        "SELECT 1 FROM information_schema.columns WHERE table_name = 'dag' AND column_name = %s",
+        ("partition_mapper_info",),
+    )
     execute(
         metadata_db,
-        "INSERT INTO dag (dag_id, is_paused, is_stale, bundle_name, timetable_type, partition_mapper_info, "
-        "max_active_tasks, max_consecutive_failed_dag_runs, has_task_concurrency_limits) "
-        "VALUES (%s, false, false, 'dags-folder', 'cron', 'null', 16, 0, false)",
+        "INSERT INTO dag (dag_id, is_paused, is_stale, bundle_name, timetable_type, "
+        + ("partition_mapper_info, " if has_partitions else "")
+        + "max_active_tasks, max_consecutive_failed_dag_runs, has_task_concurrency_limits) "
+        "VALUES (%s, false, false, 'dags-folder', 'cron', "
+        + ("'null', " if has_partitions else "")
+        + "16, 0, false)",
         (DAG_ID,),
     )
     execute(
