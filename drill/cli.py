@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
-from drill import dags, wedge, wedge_report
+from drill import dags, fleet_cli, wedge, wedge_report
 from drill.airflow_home import component_env, repo_root
 from drill.components import wait_until
 from drill.facts import DrillFacts
@@ -42,8 +42,9 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_BROKEN, EXIT_DRILL_FAILED = 0, 1, 3
-#: ``--scenario`` choices: the crash of :mod:`drill.scenario`, the wedge of :mod:`drill.wedge`.
-SCENARIOS = ("default", "wedge")
+#: ``--scenario`` choices: the crash of :mod:`drill.scenario`, the wedge of :mod:`drill.wedge`, and
+#: with ``--executor celery`` the fleet's faults of :mod:`drill.fleet_scenarios` (``all``: every one).
+SCENARIOS = ("default", "wedge", *fleet_cli.FLEET_SCENARIOS, "all")
 
 #: The numeric options: flag, type, default, help.
 NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
@@ -57,9 +58,10 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
     (
         "--work-seconds",
         int,
-        150,
+        None,
         "how long each load works in the warehouse (default 150: it must outlive the outage "
-        "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight)",
+        "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight; "
+        "celery: per scenario, 45-90)",
     ),
     ("--kill-after", float, 10.0, "seconds after all loads run before the SIGKILL"),
     ("--outage", float, 40.0, "seconds the scheduler stays down"),
@@ -112,10 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         choices=SCENARIOS,
         default="default",
-        help="default: the crash while loads and payments run; wedge: SIGKILL the scheduler inside "
-        "its critical section, show its successor wedged, then healed by `watch --heal` "
-        "(needs --metadata postgres, chosen by default)",
+        help="default: the crash while loads and payments run (celery: lost-worker and partition); "
+        "wedge: SIGKILL the scheduler inside its critical section, show its successor wedged, then "
+        "healed by `watch --heal` (needs --metadata postgres, chosen by default); with --executor "
+        "celery: one-scheduler (a), schedulers-down (b), lost-worker (c), partition (d), or all",
     )
+    a(
+        "--executor",
+        choices=["local", "celery"],
+        default="local",
+        help="local: LocalExecutor on this machine (default); celery: a Celery fleet of two worker "
+        "hosts (own UTS and PID namespaces; needs root, unshare and redis-server), two schedulers",
+    )
+    fleet_cli.add_options(parser)
     a("--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)")
     a(
         "--metadata",
@@ -145,6 +156,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.executor == "celery":
+        return fleet_cli.check_args(parser, args)
+    if args.scenario in (*fleet_cli.FLEET_SCENARIOS, "all"):
+        parser.error(f"--scenario {args.scenario} is a fleet scenario: add --executor celery")
+    args.work_seconds = args.work_seconds or 150
     if args.scenario == "wedge" and args.metadata == "sqlite":
         parser.error("--scenario wedge needs --metadata postgres (the wedge is a PostgreSQL session's locks)")
     args.metadata = args.metadata or ("postgres" if args.scenario == "wedge" else "sqlite")
@@ -172,18 +188,21 @@ def run(args: argparse.Namespace) -> int:
     drill = DrillSession(args, progress)
     rc, failed = EXIT_DRILL_FAILED, True
     try:
-        if args.scenario == "wedge":
-            facts = wedge.run(drill, args, progress)
-            text, broken = wedge_report.render(facts), wedge_report.invariants(facts)
-            unproved = wedge_report.inconclusive(facts)
+        if args.executor == "celery":
+            rc = fleet_cli.run(drill, args, progress, _collect)
         else:
-            _crash(drill, args, progress)
-            facts = _collect(drill, progress)
-            text, broken, unproved = render(facts), all_broken(facts), inconclusive(facts)
-        print(text, flush=True)
-        if args.facts_json:
-            args.facts_json.write_text(facts.to_json())
-        rc = EXIT_BROKEN if broken else EXIT_DRILL_FAILED if unproved else EXIT_OK
+            if args.scenario == "wedge":
+                facts = wedge.run(drill, args, progress)
+                text, broken = wedge_report.render(facts), wedge_report.invariants(facts)
+                unproved = wedge_report.inconclusive(facts)
+            else:
+                _crash(drill, args, progress)
+                facts = _collect(drill, progress)
+                text, broken, unproved = render(facts), all_broken(facts), inconclusive(facts)
+            print(text, flush=True)
+            if args.facts_json:
+                args.facts_json.write_text(facts.to_json())
+            rc = EXIT_BROKEN if broken else EXIT_DRILL_FAILED if unproved else EXIT_OK
         failed = rc != EXIT_OK
     except KeyboardInterrupt:
         progress("interrupted")
