@@ -163,6 +163,10 @@ def held(facts: DrillFacts) -> list[str]:
     text = f"every task hit on {fleet.host} re-ran on another host,"
     if fleet.scenario == "partition":
         text += " the zombie's overlap with its successor measured,"
+        fences = facts.crashsafe.fences if facts.crashsafe is not None else None
+        refused = sum(f.rejected_count for f in fences or [])
+        if refused:
+            text += f" {refused} late zombie write(s) refused by the fence,"
     return [text]
 
 
