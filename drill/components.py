@@ -171,12 +171,21 @@ def health(api_url: str, timeout: float = 3.0) -> dict[str, object] | None:
 
 
 def wait_until(what: str, check: Callable[[], T], timeout: float, interval: float = 1.0) -> T:
-    """Poll ``check()`` until it returns something truthy; TimeoutError names ``what`` otherwise."""
+    """Poll ``check()`` until it returns something truthy; TimeoutError names ``what`` otherwise.
+
+    A check that fails with ``OSError`` (an api-server too busy to answer in time, a connection
+    reset) is asked again at the next poll: on two loaded cores one slow answer is no verdict.
+    """
     deadline = time.monotonic() + timeout
+    last: OSError | None = None
     while True:
-        result = check()
+        try:
+            result = check()
+        except OSError as exc:
+            result, last = None, exc  # type: ignore[assignment]
         if result:
             return result
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+            because = f" (last error: {type(last).__name__}: {last})" if last is not None else ""
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}{because}")
         time.sleep(interval)
