@@ -182,7 +182,7 @@ def wait_until(what: str, check: Callable[[], T], timeout: float, interval: floa
         try:
             result = check()
         except OSError as exc:
-            result, last = None, exc  # type: ignore[assignment]
+            result, last = None, exc
         if result:
             return result
         if time.monotonic() > deadline:

@@ -138,7 +138,7 @@ class Fleet:
 
     def celery(self) -> Any:
         """A Celery app on the broker, for remote control only (no Airflow import)."""
-        from celery import Celery
+        from celery import Celery  # type: ignore[import-untyped]
 
         return Celery("crashsafe-drill", broker=self.broker.url(0))
 

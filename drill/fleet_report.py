@@ -151,8 +151,32 @@ def invariants(facts: DrillFacts) -> list[str]:
     stayed = [t.task_id for t in tasks if not _moved(t, fleet.host)]
     if stayed:
         broken.append(f"not re-run on another host after the fault on {fleet.host}: " + ", ".join(stayed))
-    if fleet.scenario == "partition" and not any(overlaps(t) for t in tasks):
-        broken.append("no overlap of a zombie and its successor was measured in the partition")
+    if fleet.scenario == "partition":
+        if not any(overlaps(t) for t in tasks):
+            broken.append("no overlap of a zombie and its successor was measured in the partition")
+        broken += _zombie_writes(facts, tasks)
+    return broken
+
+
+def _zombie_writes(facts: DrillFacts, tasks: list[TaskFact]) -> list[str]:
+    """A successor that committed while its zombie still ran must have seen the zombie's write refused.
+
+    In a partition the zombie reaches the warehouse: when its successor takes the slot over (the
+    adoption timeout cancels the zombie's unit) the fence must refuse the zombie's write, which the
+    fence row counts. A successor that adopted the zombie's commit instead has nothing to refuse.
+    """
+    dag = facts.crashsafe
+    if dag is None or dag.fences is None:
+        return []
+    by_task = {f.task_id: f for f in dag.fences}
+    broken = []
+    for task in tasks:
+        fence = by_task.get(task.task_id)
+        if fence is None or len(task.attempts) < 2 or not overlaps(task):
+            continue
+        took_over = fence.committed_try is not None and fence.committed_try > task.attempts[0].try_number
+        if took_over and fence.rejected_count == 0 and task.attempts[0].outcome != "fenced_out":
+            broken.append(f"{task.task_id}: the zombie's write was not refused after its successor took over")
     return broken
 
 

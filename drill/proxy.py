@@ -38,6 +38,8 @@ class BlackholeProxy:
         self._ready = threading.Event()
         #: Strong references: asyncio keeps only weak ones to the connection handlers' tasks.
         self._handlers: set[asyncio.Task[None]] = set()
+        #: Every open stream, closed when the proxy stops (no transport is left for the GC).
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def url(self) -> str:
@@ -73,10 +75,13 @@ class BlackholeProxy:
             loop.run_forever()
         finally:
             self._server.close()
-            for task in asyncio.all_tasks(loop):
+            for writer in list(self._writers):
+                writer.close()
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
                 task.cancel()
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.sleep(0))
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(self._server.wait_closed())
             loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -84,25 +89,36 @@ class BlackholeProxy:
         if task is not None:
             self._handlers.add(task)
             task.add_done_callback(self._handlers.discard)
-        if self.blackholed.is_set():
-            self.dropped_connections += 1
-            await self._swallow(reader)
-            writer.close()
-            return
-        generation = self._generation
+        self._writers.add(writer)
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(
-            self._pipe(reader, up_writer, generation),
-            self._pipe(up_reader, writer, generation),
-            return_exceptions=True,
-        )
-        for w in (writer, up_writer):
-            with contextlib.suppress(Exception):
-                w.close()
+            if self.blackholed.is_set():
+                self.dropped_connections += 1
+                await self._swallow(reader)
+                return
+            generation = self._generation
+            try:
+                up_reader, up_writer = await asyncio.open_connection(*self.target)
+            except OSError:
+                return
+            self._writers.add(up_writer)
+            try:
+                await asyncio.gather(
+                    self._pipe(reader, up_writer, generation),
+                    self._pipe(up_reader, writer, generation),
+                    return_exceptions=True,
+                )
+            finally:
+                self._writers.discard(up_writer)
+                await self._close(up_writer)
+        finally:
+            self._writers.discard(writer)
+            await self._close(writer)
+
+    @staticmethod
+    async def _close(writer: asyncio.StreamWriter) -> None:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
 
     async def _pipe(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, generation: int

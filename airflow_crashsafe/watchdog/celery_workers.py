@@ -30,7 +30,7 @@ class CeleryQueues:
 
     def __init__(self, broker_url: str, *, timeout: float = 5.0) -> None:
         try:
-            from celery import Celery
+            from celery import Celery  # type: ignore[import-untyped]
         except ImportError:
             raise ConfigurationError(
                 "--celery-broker-url needs the celery package (pip install celery, plus redis for a "

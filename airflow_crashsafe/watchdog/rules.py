@@ -195,7 +195,7 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
 
 def _worker_pool(observation: Observation, rules: Rules) -> dict[str, Condition]:
     """A watched Celery queue that no live worker consumes (for ``worker_threshold``) pages."""
-    now, found = observation.at, {}
+    now, found = observation.at, dict[str, Condition]()
     if not rules.celery_queues:
         return found
     if observation.broker_error is not None:
