@@ -37,8 +37,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     a(
         "--adoption-timeout",
         type=int,
-        default=10,
-        help="celery: [crashsafe] adoption_timeout_seconds (default 10): how long a re-run waits for "
+        default=5,
+        help="celery: [crashsafe] adoption_timeout_seconds (default 5): how long a re-run waits for "
         "the faulted host's in-flight unit before cancelling it and taking the slot over (a zombie "
         "still running then is fenced out)",
     )

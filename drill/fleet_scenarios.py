@@ -50,9 +50,10 @@ FLEET_SCENARIOS = ("one-scheduler", "schedulers-down", "partition", "lost-worker
 DEFAULT_SCENARIOS = ("partition", "lost-worker")
 #: Each scenario's warehouse work per load, s (``--work-seconds`` overrides): long enough that the
 #: faulted statements still run when their re-runs start on the other host.
-#: lost-worker: its re-run (about 30 s after the kill) finds the unit about to end and adopts it;
-#: partition: the zombie's unit outlives the re-run's adoption timeout, is cancelled and fenced out.
-WORK_SECONDS = {"one-scheduler": 40, "schedulers-down": 90, "lost-worker": 40, "partition": 50}
+#: lost-worker: its re-run (about 30 s after the kill) finds the unit about to end and adopts it
+#: (or finds it committed); partition: the re-run starts 40-55 s into the zombie's 75 s unit, waits
+#: the 5 s adoption timeout, cancels it and takes over, so the zombie's write is fenced out.
+WORK_SECONDS = {"one-scheduler": 40, "schedulers-down": 90, "lost-worker": 40, "partition": 75}
 BOOT = ("api-server", "scheduler", "scheduler-2", "dag-processor", "triggerer")
 
 

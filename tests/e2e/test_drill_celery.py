@@ -7,7 +7,7 @@ api-server, the dag-processor and two Celery workers, each in its own UTS and PI
 it still reaches the warehouse, then heals it. In both the tasks that ran on worker-b are retried
 on worker-a. Plain operators double-count and pay twice; crashsafe stays exact, and in (d) the
 zombie's overlap is measured and its late write refused by the fence. Needs root, unshare and
-redis-server; about 6 minutes on 2 busy cores.
+redis-server; 5.5 to 6.5 minutes on 2 busy cores.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from drill.subprocess_run import left_behind, run_fleet_drill
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # One region and one payment per vendor: per DAG one load and two pushes on worker-b, one load on
-# worker-a. The scenarios' own work lengths and the 10 s adoption timeout make (c) adopt and (d)
+# worker-a. The scenarios' own work lengths and the 5 s adoption timeout make (c) adopt and (d)
 # take over from its zombie.
 SHORT_FLEET = [*("--regions", "1", "--payments", "1", "--kill-after", "3", "--watch-interval", "0")]
 LOADS = ("load_revenue_", "merge_revenue_")
