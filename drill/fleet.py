@@ -121,13 +121,16 @@ class Fleet:
         component.name = as_name or name
         return component
 
-    def host(self, hostname: str, queues: list[str], concurrency: int) -> SimulatedHost:
+    def host(
+        self, hostname: str, queues: list[str], concurrency: int, extra_env: dict[str, str] | None = None
+    ) -> SimulatedHost:
         """A (new) worker host reaching the execution API through its own proxy."""
         if hostname not in self.proxies:
             self.proxies[hostname] = BlackholeProxy("127.0.0.1", self.home.api_port).start()
         env = {
             **self.env,
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.proxies[hostname].url}/execution/",
+            **(extra_env or {}),
         }
         self.starts[hostname] = self.starts.get(hostname, 0) + 1
         n = self.starts[hostname]
@@ -152,6 +155,17 @@ class Fleet:
         self.celery().control.add_consumer(
             "host-b", destination=[f"celery@{HOST_A}"], reply=True, timeout=5.0
         )
+
+    def reboot_workers(self, extra_env: dict[str, str] | None = None) -> list[Component]:
+        """Replace both hosts by new ones (same names and queues) with ``extra_env`` on top."""
+        started = []
+        for old in list(self.hosts.values()):
+            old.component.kill_group()
+            host = self.host(old.hostname, old.queues, old.concurrency, extra_env)
+            host.start()
+            started.append(host.component)
+        self.wait_workers(set(self.hosts))
+        return started
 
     def unshare_queues(self) -> None:
         """Back to the placement of first tries: worker-a stops consuming ``host-b``."""

@@ -16,9 +16,7 @@ their facts, exactly as the LocalExecutor drill does after its crash:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +25,7 @@ from drill import dags
 from drill.airflow_home import component_env
 from drill.components import Component, health, wait_until
 from drill.fleet import HOST_A, HOST_B, HOST_B_PREFIXES, Fleet, FleetTimings, fleet_env, write_policy
+from drill.fleet_faults import REDELIVERY_VISIBILITY, STRIKES, Hit
 from drill.fleet_report import FAULTS, HOST_FAULTS, FleetFact
 from drill.redis_broker import RedisBroker
 from drill.scenario import Progress, Scenario, ScenarioTimings
@@ -44,7 +43,7 @@ __all__ = [
     "run_scenario",
 ]
 
-FLEET_SCENARIOS = ("one-scheduler", "schedulers-down", "partition", "lost-worker")
+FLEET_SCENARIOS = ("one-scheduler", "schedulers-down", "partition", "redelivery", "lost-worker")
 #: What ``--executor celery`` runs without ``--scenario``.
 #: The lost host comes last: no scenario follows that would need a replacement host booted.
 DEFAULT_SCENARIOS = ("partition", "lost-worker")
@@ -53,7 +52,13 @@ DEFAULT_SCENARIOS = ("partition", "lost-worker")
 #: lost-worker: its re-run (about 30 s after the kill) finds the unit about to end and adopts it
 #: (or finds it committed); partition: the re-run starts 40-55 s into the zombie's 75 s unit, waits
 #: the 5 s adoption timeout, cancels it and takes over, so the zombie's write is fenced out.
-WORK_SECONDS = {"one-scheduler": 40, "schedulers-down": 90, "lost-worker": 40, "partition": 75}
+WORK_SECONDS = {
+    "one-scheduler": 40,
+    "schedulers-down": 90,
+    "lost-worker": 40,
+    "partition": 75,
+    "redelivery": 75,
+}
 BOOT = ("api-server", "scheduler", "scheduler-2", "dag-processor", "triggerer")
 
 
@@ -228,6 +233,15 @@ def run_scenario(drill: DrillSession, args: argparse.Namespace, name: str, scena
     vendors.reset()
     work = args.work_seconds or WORK_SECONDS[name]
     progress(f"scenario ({FAULTS[name][0]}) {name}: {FAULTS[name][1]}")
+    if name == "redelivery":
+        visibility = {
+            "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": str(REDELIVERY_VISIBILITY)
+        }
+        for component in fleet.reboot_workers(visibility):
+            drill.sessions.add(component.pid or -1)
+        progress(
+            f"both hosts rebooted with visibility_timeout {REDELIVERY_VISIBILITY} s (< the loads' {work} s)"
+        )
     drill.meter = WorkMeter(drill.warehouse_url).start()
     scenario.trigger({"work_seconds": work})
     pushes = len(VENDOR_NAMES) * args.payments
@@ -250,137 +264,7 @@ def run_scenario(drill: DrillSession, args: argparse.Namespace, name: str, scena
     if fact.host:
         fact.faulted_tasks = {side_of[d]: ids for d, ids in on_b.items()}
     time.sleep(args.kill_after)
-    STRIKES[name](drill, args, scenario, fact, on_b)
+    STRIKES[name](Hit(drill, args, scenario, fact, on_b))
     scenario.wait_finished()
     drill.work = drill.meter.stop()
     fleet.unshare_queues()
-
-
-def _release(drill: DrillSession) -> None:
-    assert drill.vendors is not None
-    drill.vendors.release.set()
-    drill.progress("released the vendors' held payment pushes")
-
-
-def _wait_reruns(scenario: FleetScenario, on_b: dict[str, list[str]], timeout: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        wait_until(
-            "the faulted tasks to start again on another host",
-            lambda: scenario.tries_started(on_b),
-            timeout,
-            2.0,
-        )
-    started = scenario.tries_started(on_b)
-    scenario.progress(
-        "re-runs started on the other host" if started else "not every faulted task re-ran in time"
-    )
-
-
-def _lose_worker(
-    drill: DrillSession,
-    args: argparse.Namespace,
-    scenario: FleetScenario,
-    fact: FleetFact,
-    on_b: dict[str, list[str]],
-) -> None:
-    fleet = scenario.hosts
-    killed = fleet.hosts[HOST_B].lose()
-    fact.fault_at = scenario.crashed_at = time.time()
-    scenario.progress(f"SIGKILL host {HOST_B}: its pid namespace's init and all {killed} processes in it")
-    _wait_reruns(scenario, on_b, fleet.timings.heartbeat_timeout * 4 + 120)
-    _release(drill)
-    scenario.wait_finished()
-    if args.fleet_scenarios[-1] == "lost-worker":
-        return  # nothing runs after it: no replacement host needed
-    host = fleet.host(HOST_B, ["default", "host-b"], fleet.timings.concurrency_b)
-    host.start()
-    drill.sessions.add(host.component.pid or -1)
-    fleet.wait_workers({HOST_B})
-    fact.healed_at = time.time()
-    scenario.progress(f"a replacement {HOST_B} host booted (new namespaces)")
-
-
-def _partition(
-    drill: DrillSession,
-    args: argparse.Namespace,
-    scenario: FleetScenario,
-    fact: FleetFact,
-    on_b: dict[str, list[str]],
-) -> None:
-    fleet = scenario.hosts
-    proxy = fleet.proxies[HOST_B]
-    proxy.blackhole()
-    fact.fault_at = scenario.crashed_at = time.time()
-    scenario.progress(
-        f"partition: {HOST_B}'s execution-API route blackholed (task_instance_heartbeat_timeout "
-        f"{fleet.timings.heartbeat_timeout} s); it still reaches the warehouse, store and vendors"
-    )
-    _wait_reruns(scenario, on_b, fleet.timings.heartbeat_timeout * 4 + 120)
-    _release(drill)
-    with contextlib.suppress(TimeoutError):
-        wait_until(
-            "the re-runs on the other host to end",
-            lambda: scenario.tries_ended(on_b),
-            scenario.timings.work_seconds * 3 + 120,
-            2.0,
-        )
-    proxy.heal()
-    fact.healed_at = time.time()
-    fact.dropped_connections = proxy.dropped_connections
-    scenario.progress(
-        f"partition healed after {fact.healed_at - fact.fault_at:.0f} s ({proxy.dropped_connections} "
-        "execution-API connections swallowed)"
-    )
-
-
-def _one_scheduler(
-    drill: DrillSession,
-    args: argparse.Namespace,
-    scenario: FleetScenario,
-    fact: FleetFact,
-    on_b: dict[str, list[str]],
-) -> None:
-    survivors = scenario.components["scheduler"].crash()
-    del survivors
-    fact.fault_at = scenario.crashed_at = time.time()
-    scenario.components.pop("scheduler")
-    scenario.progress("SIGKILL scheduler (one of two); scheduler-2 carries on")
-    time.sleep(5)
-    _release(drill)
-    scenario.wait_finished()
-    scenario.start("scheduler")
-    scenario.restarted_at = fact.healed_at = time.time()
-    scenario.progress("restarted the killed scheduler")
-
-
-def _schedulers_down(
-    drill: DrillSession,
-    args: argparse.Namespace,
-    scenario: FleetScenario,
-    fact: FleetFact,
-    on_b: dict[str, list[str]],
-) -> None:
-    for name in ("scheduler", "scheduler-2"):
-        scenario.components[name].crash()
-        scenario.components.pop(name)
-    fact.fault_at = scenario.crashed_at = time.time()
-    scenario.progress(
-        f"SIGKILL both schedulers; down {args.outage:.0f} s (> threshold {args.health_check_threshold} s)"
-    )
-    time.sleep(args.outage)
-    for name in ("scheduler", "scheduler-2"):
-        scenario.start(name)
-    scenario.restarted_at = fact.healed_at = time.time()
-    scenario.progress("restarted both schedulers")
-    time.sleep(5)
-    _release(drill)
-
-
-STRIKES: dict[
-    str, Callable[[DrillSession, argparse.Namespace, FleetScenario, FleetFact, dict[str, list[str]]], None]
-] = {
-    "one-scheduler": _one_scheduler,
-    "schedulers-down": _schedulers_down,
-    "lost-worker": _lose_worker,
-    "partition": _partition,
-}

@@ -69,6 +69,7 @@ class BlackholeProxy:
 
     def _run(self) -> None:
         loop = self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
         self._server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", self.port))
         self._ready.set()
         try:
@@ -80,7 +81,8 @@ class BlackholeProxy:
             tasks = asyncio.all_tasks(loop)
             for task in tasks:
                 task.cancel()
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
             loop.run_until_complete(self._server.wait_closed())
             loop.close()
 

@@ -139,5 +139,6 @@ def test_celery_defaults_run_partition_then_lost_worker() -> None:
         "one-scheduler",
         "schedulers-down",
         "partition",
+        "redelivery",
         "lost-worker",
     ]
