@@ -78,11 +78,14 @@ class BlackholeProxy:
             self._server.close()
             for writer in list(self._writers):
                 writer.close()
+            # Closed streams end their handlers (EOF); cancel only what is still running after that.
             tasks = asyncio.all_tasks(loop)
-            for task in tasks:
-                task.cancel()
             if tasks:
-                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                _, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=2.0))
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(self._server.wait_closed())
             loop.close()
 
