@@ -7,7 +7,7 @@ api-server, the dag-processor and two Celery workers, each in its own UTS and PI
 it still reaches the warehouse, then heals it. In both the tasks that ran on worker-b are retried
 on worker-a. Plain operators double-count and pay twice; crashsafe stays exact, and in (d) the
 zombie's overlap is measured and its late write refused by the fence. Needs root, unshare and
-redis-server; 5.5 to 6.5 minutes on 2 busy cores.
+redis-server; 4.5 to 6.5 minutes on 2 shared cores.
 """
 
 from __future__ import annotations
