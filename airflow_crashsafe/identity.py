@@ -6,6 +6,7 @@ any plain mapping of objects with those attributes drives them: tests and benchm
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from collections.abc import Mapping
@@ -15,7 +16,29 @@ from typing import Any
 
 from airflow_crashsafe.errors import ConfigurationError
 
-__all__ = ["Attempt", "Slot", "attempt_from_context", "current_context", "slot_from_context"]
+__all__ = [
+    "Attempt",
+    "Slot",
+    "attempt_from_context",
+    "current_context",
+    "slot_from_context",
+    "worker_hostname",
+]
+
+
+@functools.cache
+def worker_hostname() -> str:
+    """The hostname Airflow records for this worker (``[core] hostname_callable``).
+
+    Attempts, ledger rows and the audit's liveness beacons all carry this one name, so a record
+    of one can be matched with the others' (another host's liveness is read from its beacons).
+    """
+    try:
+        from airflow.sdk.api.client import get_hostname
+
+        return str(get_hostname())
+    except Exception:  # outside a worker, or a broken callable: the plain FQDN is Airflow's default
+        return socket.getfqdn()
 
 
 @dataclass(frozen=True)
@@ -45,7 +68,7 @@ class Attempt:
     ti_id: str
     run_id: str
     clear_number: int
-    hostname: str = field(default_factory=socket.gethostname)
+    hostname: str = field(default_factory=worker_hostname)
     pid: int = field(default_factory=os.getpid)
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 

@@ -36,6 +36,8 @@ class AttemptFact:
     start: float | None
     end: float | None
     log_end: float | None = None
+    #: The host Airflow recorded for the attempt (its worker's hostname; None when unknown).
+    hostname: str | None = None
     #: What the attempt's log says about how it ended: "fenced_out", "cancelled" (on_kill),
     #: "adopted" (it took over its predecessor's committed unit), "outcome_unknown" (a ledgered
     #: call stopped for a person) or None.
@@ -99,6 +101,7 @@ def attempts_from_tries(tries: list[dict[str, Any]], logs_dir: Path | None = Non
                 start=parse_time(entry.get("start_date")),
                 end=parse_time(entry.get("end_date")),
                 log_end=log_end,
+                hostname=entry.get("hostname") or None,
                 outcome=outcome,
             )
         )

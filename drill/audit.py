@@ -122,10 +122,15 @@ def fact_from_report(report: Any) -> AuditFact:
 
 
 def audit_facts(
-    store_url: str, api_url: str, dag_ids: dict[str, str], spool_dir: Path | None = None
+    store_url: str,
+    api_url: str,
+    dag_ids: dict[str, str],
+    spool_dir: Path | None = None,
+    day: str = "",
 ) -> tuple[dict[str, list[AuditFact]], str]:
     """Reconcile against ``api_url``, then ``{side: duplicate slots of its DAG}`` and a summary line.
 
+    ``day`` (``YYYY-MM-DD``) keeps only that day's slots: a fleet drill runs one day per scenario.
     ``spool_dir`` (the drill's ``$AIRFLOW_HOME/crashsafe-spool``) is delivered first: a task
     process that exited right after spooling an event left it for the next drainer, and the
     drill's own process is the last one that will run.
@@ -143,7 +148,11 @@ def audit_facts(
         f"{done.ends_filled} ends filled, {done.tries_added} tries added, {len(done.errors)} errors"
     )
     reports = {
-        side: find_duplicates(store, since=timedelta(hours=12), dag_id=dag_id)
+        side: [
+            r
+            for r in find_duplicates(store, since=timedelta(hours=12), dag_id=dag_id)
+            if str(r.partition).startswith(day)
+        ]
         for side, dag_id in dag_ids.items()
     }
     summary += "; " + "; ".join(reset_summary(side, found) for side, found in reports.items())
@@ -159,6 +168,7 @@ def collect(session: DrillSession, facts: DrillFacts) -> None:
         session.home.api_url,
         dag_ids(session.keys),
         spool_dir=session.home.airflow_home / "crashsafe-spool",
+        day=session.ran().logical_date[:10],
     )
     session.progress(summary)
 

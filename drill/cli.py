@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
-from drill import dags, storm, storm_report, wedge, wedge_report
+from drill import dags, fleet_cli, storm, storm_report, wedge, wedge_report
 from drill.airflow_home import component_env, repo_root
 from drill.components import wait_until
 from drill.facts import DrillFacts
@@ -48,8 +48,9 @@ __all__ = [
 
 EXIT_OK, EXIT_BROKEN, EXIT_DRILL_FAILED = 0, 1, 3
 #: ``--scenario`` choices: the crash of :mod:`drill.scenario`, the wedge of :mod:`drill.wedge`,
-#: the storm of :mod:`drill.storm`.
-SCENARIOS = ("default", "wedge", "storm")
+#: the storm of :mod:`drill.storm`, and with ``--executor celery`` the fleet's faults of
+#: :mod:`drill.fleet_scenarios` (``all``: every one).
+SCENARIOS = ("default", "wedge", "storm", *fleet_cli.FLEET_SCENARIOS, "all")
 #: ``--storm-variant`` choices (see :data:`drill.storm_report.VARIANT_TITLES`).
 STORM_VARIANTS = ("both", "adopt", "lost")
 #: Per scenario, the defaults of ``--outage`` and ``--health-check-threshold``.
@@ -69,9 +70,10 @@ NUMBERS: list[tuple[str, type[int] | type[float], float | None, str]] = [
     (
         "--work-seconds",
         int,
-        150,
+        None,
         "how long each load works in the warehouse (default 150: it must outlive the outage "
-        "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight)",
+        "and the restarted scheduler's re-run start-up, so that the re-runs find it in flight; "
+        "celery: per scenario, 45-90)",
     ),
     ("--kill-after", float, 10.0, "seconds after all loads run before the SIGKILL"),
     ("--outage", float, None, "seconds the scheduler stays down (default 40; storm 10)"),
@@ -152,11 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         choices=SCENARIOS,
         default="default",
-        help="default: the crash while loads and payments run; wedge: SIGKILL the scheduler inside "
+        help="default: the crash while loads and payments run (celery: lost-worker and partition); wedge: SIGKILL the scheduler inside "
         "its critical section, show its successor wedged, then healed by `watch --heal` "
         "(needs --metadata postgres, chosen by default); storm: the restart's burst of re-runs on a "
         "warehouse of finite capacity, statement timeouts, retries and a deadline, plain beside "
-        "crashsafe (see --storm-variant)",
+        "crashsafe (see --storm-variant); with --executor celery: one-scheduler (a), schedulers-down "
+        "(b), lost-worker (c), partition (d), redelivery (e), or all",
     )
     a(
         "--storm-variant",
@@ -166,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
         "kills their workers and warehouse backends, so every re-run redoes its work and recovery "
         "admission alone damps the burst; both (default) = both variants side by side in one Airflow",
     )
+    a(
+        "--executor",
+        choices=["local", "celery"],
+        default="local",
+        help="local: LocalExecutor on this machine (default); celery: a Celery fleet of two worker "
+        "hosts (own UTS and PID namespaces; needs root, unshare and redis-server), two schedulers",
+    )
+    fleet_cli.add_options(parser)
     a("--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)")
     a(
         "--metadata",
@@ -195,19 +206,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.executor == "celery":
+        if args.scenario == "storm":
+            parser.error("--scenario storm runs on LocalExecutor: drop --executor celery")
+        _scenario_defaults(args, "default")
+        return fleet_cli.check_args(parser, args)
+    if args.scenario in (*fleet_cli.FLEET_SCENARIOS, "all"):
+        parser.error(f"--scenario {args.scenario} is a fleet scenario: add --executor celery")
+    args.work_seconds = args.work_seconds or 150
     if args.scenario == "wedge" and args.metadata == "sqlite":
         parser.error("--scenario wedge needs --metadata postgres (the wedge is a PostgreSQL session's locks)")
     if args.scenario == "storm" and args.warehouse_url:
         parser.error("--scenario storm builds its own warehouse: drop --warehouse-url")
     args.metadata = args.metadata or ("postgres" if args.scenario == "wedge" else "sqlite")
+    _scenario_defaults(args, args.scenario)
+    args.watch_threshold = int(args.watch_threshold or args.health_check_threshold)
+    return args
+
+
+def _scenario_defaults(args: argparse.Namespace, scenario: str) -> None:
+    """``--watch-interval``, ``--outage`` and ``--health-check-threshold`` not given: the scenario's."""
     if args.watch_interval is None:
-        args.watch_interval = WATCH_INTERVALS[args.scenario]
-    outage, threshold = OUTAGE_DEFAULTS[args.scenario]
+        args.watch_interval = WATCH_INTERVALS[scenario]
+    outage, threshold = OUTAGE_DEFAULTS[scenario]
     args.outage = outage if args.outage is None else args.outage
     if args.health_check_threshold is None:
         args.health_check_threshold = threshold
-    args.watch_threshold = int(args.watch_threshold or args.health_check_threshold)
-    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -230,25 +254,28 @@ def run(args: argparse.Namespace) -> int:
     drill = DrillSession(args, progress)
     rc, failed = EXIT_DRILL_FAILED, True
     try:
-        if args.scenario == "storm":
-            found = storm.run(drill, args, progress)
-            text, broken = storm_report.render(found), storm_report.invariants(found)
-            unproved = storm_report.inconclusive(found)
-            facts_json = json.dumps(asdict(found), indent=1)
-        elif args.scenario == "wedge":
-            facts = wedge.run(drill, args, progress)
-            text, broken = wedge_report.render(facts), wedge_report.invariants(facts)
-            unproved = wedge_report.inconclusive(facts)
+        if args.executor == "celery":
+            rc = fleet_cli.run(drill, args, progress, _collect)
         else:
-            _crash(drill, args, progress)
-            facts = _collect(drill, progress)
-            text, broken, unproved = render(facts), all_broken(facts), inconclusive(facts)
-        if args.scenario != "storm":
-            facts_json = facts.to_json()
-        print(text, flush=True)
-        if args.facts_json:
-            args.facts_json.write_text(facts_json)
-        rc = EXIT_BROKEN if broken else EXIT_DRILL_FAILED if unproved else EXIT_OK
+            if args.scenario == "storm":
+                found = storm.run(drill, args, progress)
+                text, broken = storm_report.render(found), storm_report.invariants(found)
+                unproved = storm_report.inconclusive(found)
+                facts_json = json.dumps(asdict(found), indent=1)
+            elif args.scenario == "wedge":
+                facts = wedge.run(drill, args, progress)
+                text, broken = wedge_report.render(facts), wedge_report.invariants(facts)
+                unproved = wedge_report.inconclusive(facts)
+            else:
+                _crash(drill, args, progress)
+                facts = _collect(drill, progress)
+                text, broken, unproved = render(facts), all_broken(facts), inconclusive(facts)
+            if args.scenario != "storm":
+                facts_json = facts.to_json()
+            print(text, flush=True)
+            if args.facts_json:
+                args.facts_json.write_text(facts_json)
+            rc = EXIT_BROKEN if broken else EXIT_DRILL_FAILED if unproved else EXIT_OK
         failed = rc != EXIT_OK
     except KeyboardInterrupt:
         progress("interrupted")

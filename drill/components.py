@@ -179,15 +179,22 @@ def wait_until(
 ) -> T:
     """Poll ``check()`` until it returns something truthy; TimeoutError names ``what`` otherwise.
 
+    A check that fails with ``OSError`` (an api-server too busy to answer in time, a connection
+    reset) is asked again at the next poll: on two loaded cores one slow answer is no verdict.
     ``tick`` (a :class:`~drill.waiting.Ticker`) is called after every poll that was not enough.
     """
     deadline = time.monotonic() + timeout
+    last: OSError | None = None
     while True:
-        result = check()
+        try:
+            result = check()
+        except OSError as exc:
+            result, last = None, exc
         if result:
             return result
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+            because = f" (last error: {type(last).__name__}: {last})" if last is not None else ""
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}{because}")
         if tick is not None:
             tick()
         time.sleep(interval)

@@ -13,6 +13,7 @@ from typing import Any
 from drill.alerting import AlertFact
 from drill.audit import AuditFact, audit_from_json
 from drill.dags import SIDE_TITLES
+from drill.fleet_report import FleetFact
 from drill.payments import PaymentFact, payments_from_json
 from drill.wedge_report import WedgeFact
 from drill.writes import DagFacts
@@ -40,6 +41,8 @@ class DrillFacts:
     work: dict[str, Any] | None = None
     #: The wedge scenario's record (``--scenario wedge``; None for the default scenario).
     wedge: WedgeFact | None = None
+    #: The Celery fleet scenario's fault and hosts (``--executor celery``; None otherwise).
+    fleet: FleetFact | None = None
 
     def dag(self, side: str) -> DagFacts | None:
         """The DAG run of ``side`` ("plain" / "crashsafe"), None if that side did not run."""
@@ -58,6 +61,8 @@ class DrillFacts:
         raw["audit"] = audit_from_json(raw.get("audit") or {})
         if raw.get("alert") is not None:
             raw["alert"] = AlertFact(**raw["alert"])
+        if raw.get("fleet") is not None:
+            raw["fleet"] = FleetFact.from_json(raw["fleet"])
         if raw.get("wedge") is not None:
             raw["wedge"] = WedgeFact(**raw["wedge"])
         return cls(**raw)

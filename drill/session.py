@@ -16,6 +16,8 @@ from typing import Any
 from drill.airflow_home import DrillHome
 from drill.cluster import PostgresCluster, airflow_conn_uri, find_pg_bin, libpq_url, sqlalchemy_url
 from drill.components import Component, airflow_component, drill_processes, kill_drill_processes
+from drill.fleet import Fleet
+from drill.fleet_report import FleetFact
 from drill.scenario import Progress, Scenario, ScenarioTimings
 from drill.vendors import DrillVendors
 from drill.watch import WatchdogProcess, WebhookReceiver
@@ -45,6 +47,9 @@ class DrillSession:
         self.meter: WorkMeter | None = None
         self.work: MeterResult | None = None
         self.scenario: Scenario | None = None
+        #: The Celery fleet (``--executor celery``) and the running fleet scenario's record.
+        self.fleet: Fleet | None = None
+        self.fleet_fact: FleetFact | None = None
 
     def ran(self) -> Scenario:
         """The crash scenario, once it started (the capabilities collect from it after the runs)."""
@@ -147,6 +152,8 @@ class DrillSession:
             self.meter.stop()
         for component in self.scenario.components.values() if self.scenario else []:
             component.kill_group()
+        if self.fleet is not None:
+            self.fleet.stop()
         kill_drill_processes(self.sessions, self.home.airflow_home)
         if self.cluster is not None:
             self.cluster.stop()

@@ -12,19 +12,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
+
 from drill.airflow_home import repo_root
 from drill.facts import DrillFacts
 
-__all__ = ["run_drill"]
+__all__ = ["left_behind", "run_drill", "run_fleet_drill"]
 
 
-def run_drill(
+def _run(
     options: Sequence[str], workdir: Path, timeout: float
-) -> tuple[subprocess.CompletedProcess[str], DrillFacts]:
-    """``python -m drill OPTIONS`` with its home under ``workdir``; its output is echoed for the test log.
-
-    AssertionError (with the drill's output) when it wrote no facts.
-    """
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     facts_path = workdir / "facts.json"
     root = str(repo_root())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
@@ -40,4 +38,37 @@ def run_drill(
     )
     print(done.stdout, done.stderr[-5000:], sep="\n")
     assert facts_path.exists(), f"the drill wrote no facts (rc {done.returncode}):\n{done.stdout}"
+    return done, facts_path
+
+
+def run_fleet_drill(
+    options: Sequence[str], workdir: Path, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], dict[str, DrillFacts]]:
+    """``python -m drill --executor celery OPTIONS``: its output and each scenario's facts."""
+    from drill.fleet_cli import load_facts
+
+    done, path = _run(["--executor", "celery", *options], workdir, timeout)
+    return done, load_facts(path)
+
+
+def run_drill(
+    options: Sequence[str], workdir: Path, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], DrillFacts]:
+    """``python -m drill OPTIONS`` with its home under ``workdir``; its output is echoed for the test log.
+
+    AssertionError (with the drill's output) when it wrote no facts.
+    """
+    done, facts_path = _run(options, workdir, timeout)
     return done, DrillFacts.from_json(facts_path.read_text())
+
+
+def left_behind(sessions: Sequence[int]) -> list[list[str]]:
+    """Command lines of processes still running in any of a drill's sessions (none expected)."""
+    left = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) in sessions:
+                left.append(proc.cmdline())
+        except (psutil.Error, OSError):
+            continue
+    return left

@@ -41,6 +41,13 @@ class DrillVendors:
             vendor.start()
         return vendors
 
+    def reset(self) -> None:
+        """Forget every request and hold the next bookings again (a fleet drill runs several days)."""
+        self.release = threading.Event()
+        for vendor in self.by_name().values():
+            vendor.received.clear()
+            vendor.booked.clear()
+
     def hold(self, request: Received) -> None:
         """Keep a booking waiting until :attr:`release` is set."""
         self.release.wait(MAX_HOLD_SECONDS)

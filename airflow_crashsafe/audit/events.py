@@ -9,15 +9,13 @@ Events are keyed by ``(dag_id, task_id, map_index, run_id, try_number, hostname,
 
 from __future__ import annotations
 
-import functools
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from airflow_crashsafe.identity import slot_from_context
+from airflow_crashsafe.identity import slot_from_context, worker_hostname
 
 __all__ = [
     "REPLAY_SAFE_ATTR",
@@ -110,15 +108,9 @@ def _state(value: Any) -> str | None:
     return str(getattr(value, "value", value))
 
 
-@functools.cache
 def _worker_hostname() -> str:
     """The hostname Airflow records for this worker (``[core] hostname_callable``)."""
-    try:
-        from airflow.sdk.api.client import get_hostname
-
-        return str(get_hostname())
-    except Exception:  # outside a worker, or a broken callable: the plain FQDN is Airflow's default
-        return socket.getfqdn()
+    return worker_hostname()
 
 
 def is_worker_ti(ti: Any) -> bool:

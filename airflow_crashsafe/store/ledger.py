@@ -350,12 +350,26 @@ def _now(db: Db) -> str:
 _SQLITE_NOW = "strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now')"
 
 
+#: The holder's liveness beacon: the audit's ``last_seen_at`` of the very execution (try, host,
+#: pid) that holds the key, refreshed every few seconds while its process runs, on any host.
+_BEACON = """(SELECT max(a.last_seen_at) FROM crashsafe_attempts a
+    WHERE a.dag_id = crashsafe_ledger.dag_id AND a.task_id = crashsafe_ledger.task_id
+    AND a.map_index = crashsafe_ledger.map_index AND a.run_id = crashsafe_ledger.run_id
+    AND a.try_number = crashsafe_ledger.try_number AND a.hostname = crashsafe_ledger.hostname
+    AND a.pid = crashsafe_ledger.pid)"""
+
+
 def in_flight(db: Db, key: str, *, lock: bool = False) -> tuple[LedgerEntry, float] | None:
-    """The key's row and the seconds since its holder's last sign of life, by the store's clock."""
+    """The key's row and the seconds since its holder's last sign of life, by the store's clock.
+
+    The last sign of life is the later of the intent (refreshed at every send) and the holder's
+    liveness beacon: a holder on another host is judged by these alone, never by its pid, and a
+    call that takes longer than the lease does not make a live holder look dead.
+    """
     age = (
-        "EXTRACT(EPOCH FROM (CURRENT_TIMESTAMP - intent_at))"
+        f"EXTRACT(EPOCH FROM (CURRENT_TIMESTAMP - GREATEST(intent_at, {_BEACON})))"
         if db.dialect.is_postgres
-        else "(julianday('now') - julianday(intent_at)) * 86400.0"
+        else f"(julianday('now') - max(julianday(intent_at), coalesce(julianday({_BEACON}), 0))) * 86400.0"
     )
     suffix = " FOR UPDATE" if lock and db.dialect.is_postgres else ""
     row = db.execute(

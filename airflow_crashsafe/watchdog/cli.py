@@ -53,6 +53,11 @@ DEFAULTS: dict[str, Any] = {
     "delivery_deadline": None,
     # --once: the most it waits for deliveries, all sinks and retries together (a cron slot).
     "once_deadline": 30.0,
+    # The Celery worker pool (see watchdog/celery_workers.py): off unless a broker URL is given.
+    "celery_broker_url": None,
+    "celery_broker_url_env": None,
+    "celery_queues": "default",
+    "worker_threshold": 60.0,
 }
 _FLOATS = (
     "interval",
@@ -64,6 +69,7 @@ _FLOATS = (
     "wedge_threshold",
     "delivery_deadline",
     "once_deadline",
+    "worker_threshold",
 )
 # [[deadlines]] (see watchdog/deadline_rules.py): a directory the replicas share to send each
 # deadline alert once, how long a past deadline is watched, a task's duration with no history,
@@ -140,6 +146,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=True,
         help="terminate (pg_terminate_backend) a session proven to be a dead scheduler's open "
         "transaction blocking the live one; needs --db-url and a role in pg_signal_backend",
+    )
+    a(
+        "--celery-broker-url",
+        help="also watch the Celery worker pool through this broker (needs celery, and redis for "
+        "Redis): a queue no live worker consumes pages (no password here: use --celery-broker-url-env)",
+    )
+    a("--celery-broker-url-env", metavar="VAR", help="environment variable holding the broker URL")
+    a("--celery-queues", help="comma-separated queues that need a live consumer (default 'default')")
+    a(
+        "--worker-threshold",
+        type=float,
+        help="seconds a watched queue may have no live consumer before it pages (default 60)",
     )
     a("--once", action="store_true", help="poll once, deliver, exit 0 if healthy else 1 (for cron)")
     a(
@@ -249,6 +267,14 @@ def _build(args: argparse.Namespace) -> Any:
             canary_dag_id=opts["canary_dag_id"],
         )
         runs_unreadable = not source.authenticated
+    broker_url = opts["celery_broker_url"] or _env(opts["celery_broker_url_env"], "--celery-broker-url-env")
+    queues = tuple(q.strip() for q in str(opts["celery_queues"]).split(",") if q.strip())
+    if broker_url:
+        from airflow_crashsafe.watchdog.celery_workers import CeleryQueues, CelerySource
+
+        if not queues:
+            raise ConfigurationError("--celery-queues names no queue: give at least one, e.g. default")
+        source = CelerySource(source, CeleryQueues(broker_url, timeout=opts["timeout"]))
     instance = opts["instance"] or _hostname(db_url or opts["api_url"]) or "airflow"
     rules = Rules(
         threshold=opts["threshold"],
@@ -259,6 +285,8 @@ def _build(args: argparse.Namespace) -> Any:
         canary_dag_id=opts["canary_dag_id"],
         canary_max_age=opts["canary_max_age"],
         instance=instance,
+        celery_queues=queues if broker_url else (),
+        worker_threshold=opts["worker_threshold"],
     )
     if opts["api_user"] and not opts["api_password_env"]:
         raise ConfigurationError("--api-user needs --api-password-env VAR (the password is never a flag)")

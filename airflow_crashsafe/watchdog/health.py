@@ -87,6 +87,9 @@ class Observation:
         its own: a wrong token must not switch part of the monitoring off without a word.
     :param deadline_dags: per DAG with a deadline, its runs, dependencies and durations; None
         when not read (no ``[[deadlines]]``, or the API without credentials).
+    :param queue_consumers: per Celery queue, the live workers consuming it (``--celery-broker-url``,
+        :mod:`airflow_crashsafe.watchdog.celery_workers`); None when not asked.
+    :param broker_error: why the Celery broker could not be asked, when it could not.
     """
 
     at: datetime
@@ -102,6 +105,8 @@ class Observation:
     idle_transactions: tuple[IdleTransaction, ...] | None = None
     blind_spots: Mapping[str, str] = field(default_factory=dict)
     deadline_dags: Mapping[str, DagRuns] | None = None
+    queue_consumers: Mapping[str, tuple[str, ...]] | None = None
+    broker_error: str | None = None
 
     @property
     def ok(self) -> bool:

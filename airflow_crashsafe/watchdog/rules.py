@@ -60,6 +60,10 @@ class Rules:
     canary_dag_id: str | None = None
     canary_max_age: float | None = None
     instance: str = "airflow"
+    #: Celery queues that must have a live consumer (``--celery-queues``; empty: not watched).
+    celery_queues: tuple[str, ...] = ()
+    #: How long a queue may have no live consumer before it pages, s.
+    worker_threshold: float = 60.0
 
     def __post_init__(self) -> None:
         check_expectation("expect_triggerer", self.expect_triggerer)
@@ -162,6 +166,8 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
                 )
             )
 
+    found.update(_worker_pool(observation, rules))
+
     if rules.canary_dag_id and alive:
         assert rules.canary_max_age is not None
         details: dict[str, Any] = {
@@ -185,6 +191,30 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
             elif (now - last).total_seconds() > rules.canary_max_age:
                 add(Condition("scheduling_stalled", "critical", summary, last, details))
     return found, True
+
+
+def _worker_pool(observation: Observation, rules: Rules) -> dict[str, Condition]:
+    """A watched Celery queue that no live worker consumes (for ``worker_threshold``) pages."""
+    now, found = observation.at, dict[str, Condition]()
+    if not rules.celery_queues:
+        return found
+    if observation.broker_error is not None:
+        summary = "Celery broker unreachable: the worker pool cannot be seen"
+        found["celery_broker_unreachable"] = Condition(
+            "celery_broker_unreachable", "critical", summary, now, {"error": observation.broker_error}
+        )
+        return found
+    consumers = observation.queue_consumers
+    if consumers is None:
+        return found
+    for queue in rules.celery_queues:
+        if consumers.get(queue):
+            continue
+        key = f"celery_queue_unserved:{queue}"
+        summary = f"no live Celery worker consumes queue {queue!r}: its tasks stay queued"
+        details = {"queue": queue, "workers": {q: list(w) for q, w in consumers.items()}}
+        found[key] = Condition(key, "critical", summary, now, details, rules.worker_threshold)
+    return found
 
 
 def evaluate(

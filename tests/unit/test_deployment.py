@@ -264,3 +264,30 @@ def test_env_example_lists_every_variable_compose_reads(compose: dict[str, Any])
         if line and not line.startswith("#")
     }
     assert {name for name, _, _ in used} == listed
+
+
+def test_celery_profile_runs_a_fleet_and_watches_its_workers(compose: dict[str, Any]) -> None:
+    """Profile celery: Redis, two workers, a second scheduler and a watchdog on the broker's queues."""
+    services = compose["services"]
+    fleet = {name for name, service in services.items() if "celery" in service.get("profiles", [])}
+    assert fleet == {"redis", "airflow-worker", "airflow-scheduler-2", "crashsafe-watchdog-celery"}
+    assert services["airflow-worker"]["command"] == ["celery", "worker"]
+    assert services["airflow-worker"]["deploy"]["replicas"] == 2
+    assert services["airflow-scheduler-2"]["command"] == "scheduler"
+    env = services["airflow-worker"]["environment"]
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "${AIRFLOW_EXECUTOR:-LocalExecutor}"
+    assert env["AIRFLOW_CONN_CRASHSAFE_DEFAULT"].startswith("postgresql://")  # one shared store
+    assert int(env["AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT"]) >= 86400
+    watchdog = services["crashsafe-watchdog-celery"]
+    command = watchdog["command"]
+    assert command[command.index("--celery-broker-url") + 1] == env["AIRFLOW__CELERY__BROKER_URL"]
+    assert "depends_on" not in watchdog
+    assert command[command.index("--state-dir") + 1] == "/var/lib/crashsafe/celery"
+    from airflow_crashsafe.watchdog.cli import add_arguments, settings
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(command[1:])
+    args.config = None
+    merged, _ = settings(args)
+    assert (merged["celery_queues"], merged["worker_threshold"]) == ("default", 60.0)
