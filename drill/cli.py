@@ -154,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         choices=SCENARIOS,
         default="default",
-        help="default: the crash while loads and payments run (celery: lost-worker and partition); wedge: SIGKILL the scheduler inside "
-        "its critical section, show its successor wedged, then healed by `watch --heal` "
+        help="default: the crash while loads and payments run (celery: lost-worker and partition); "
+        "wedge: SIGKILL the scheduler inside its critical section, show its successor wedged, then "
+        "healed by `watch --heal` "
         "(needs --metadata postgres, chosen by default); storm: the restart's burst of re-runs on a "
         "warehouse of finite capacity, statement timeouts, retries and a deadline, plain beside "
         "crashsafe (see --storm-variant); with --executor celery: one-scheduler (a), schedulers-down "
