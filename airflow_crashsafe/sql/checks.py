@@ -39,9 +39,14 @@ def missing_table_error(table: str, conn_id: str) -> ConfigurationError:
     )
 
 
-def check_deterministic(sql: str, *, allowed: bool, operator: str) -> None:
-    """Refuse a source calling now(), random(), nextval(), ... unless explicitly allowed."""
-    calls = find_nondeterministic(sql)
+def check_deterministic(
+    sql: str, *, allowed: bool, operator: str, dialect_calls: Sequence[str] = ()
+) -> None:
+    """Refuse a source calling now(), random(), nextval(), ... unless explicitly allowed.
+
+    ``dialect_calls``: the target dialect's own such calls, found by parsing ``sql`` in it.
+    """
+    calls = list(dict.fromkeys([*find_nondeterministic(sql), *dialect_calls]))
     if calls and not allowed:
         raise NondeterministicSourceError(
             f"{operator}: the source query calls {', '.join(calls)}, which returns something new on "

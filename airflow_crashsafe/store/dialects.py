@@ -22,14 +22,14 @@ locks), and the driver's placeholder style.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from sqlglot import exp
 
-__all__ = ["DIALECTS", "Guarantees", "SqlDialect", "dialect_named"]
+__all__ = ["DIALECTS", "Guarantees", "SqlDialect", "dialect_named", "say_limits"]
 
 
 @dataclass(frozen=True)
@@ -168,3 +168,15 @@ def dialect_named(name: str) -> SqlDialect:
         raise ConfigurationError(
             f"crashsafe has no SQL dialect {name!r}; fenced writes support {sorted(DIALECTS)}."
         ) from None
+
+
+# SQLite's limits are the documented behaviour of the embedded store and its targets since the
+# start (README); the databases added since say theirs in every task's log.
+_QUIET = ("postgresql", "sqlite")
+
+
+def say_limits(db: Any, log: Any) -> None:
+    """Log, as a warning, the guarantees the target database of a fenced write cannot give."""
+    name = db.dialect.name
+    if name not in _QUIET and dialect_named(name).guarantees.limits():
+        log.warning(dialect_named(name).describe_limits())
