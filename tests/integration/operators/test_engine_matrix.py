@@ -7,6 +7,7 @@ double-count, a committed retry skips, and every refusal, written once in SQL al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -66,8 +67,9 @@ def _totals(target: SqlTarget) -> list[tuple[Any, ...]]:
     return target.rows("SELECT customer, day, amount, note FROM totals")
 
 
-def test_overwrite_replaces_the_partition_and_a_committed_retry_skips(target: SqlTarget) -> None:
+def test_overwrite_replaces_the_partition_and_a_committed_retry_skips(engine_target: SqlTarget) -> None:
     """The partition's rows are replaced, others kept; try 2 of the committed slot runs nothing."""
+    target = engine_target
     target.run(REVENUE, SEED)
     result = _overwrite(target).execute(fake_context(task_id="load"))
     assert (result["rows"], result["deleted"], result["skipped"]) == (2, 1, False)
@@ -87,8 +89,9 @@ def test_overwrite_replaces_the_partition_and_a_committed_retry_skips(target: Sq
     assert target.committed_try("revenue") == 1
 
 
-def test_overwrite_rows_outside_the_partition_write_nothing(target: SqlTarget) -> None:
+def test_overwrite_rows_outside_the_partition_write_nothing(engine_target: SqlTarget) -> None:
     """A source row outside the partition raises PartitionMismatchError and rolls everything back."""
+    target = engine_target
     target.run(REVENUE, SEED)
     stray = DAY_ROWS + " UNION ALL SELECT '2024-01-05', 'eu', 5"
     with pytest.raises(PartitionMismatchError, match="1 of 3 row"):
@@ -97,8 +100,9 @@ def test_overwrite_rows_outside_the_partition_write_nothing(target: SqlTarget) -
     assert target.committed_try("revenue") is None
 
 
-def test_merge_rerun_never_double_counts(target: SqlTarget) -> None:
+def test_merge_rerun_never_double_counts(engine_target: SqlTarget) -> None:
     """New keys inserted, existing updated; a cleared re-run rewrites nothing; a changed row updates once."""
+    target = engine_target
     target.run(
         TOTALS,
         UNIQUE,
@@ -121,16 +125,18 @@ def test_merge_rerun_never_double_counts(target: SqlTarget) -> None:
     assert sum(r[2] for r in _totals(target)) == 10 + 21 + 9
 
 
-def test_merge_refuses_a_key_without_unique_index(target: SqlTarget) -> None:
+def test_merge_refuses_a_key_without_unique_index(engine_target: SqlTarget) -> None:
     """A natural key no unique index backs is refused, naming the index to create; nothing is written."""
+    target = engine_target
     target.run(TOTALS)
     with pytest.raises(NaturalKeyNotUniqueError, match="CREATE UNIQUE INDEX"):
         _merge(target).execute(fake_context(task_id="merge"))
     assert target.fence_rows() == []
 
 
-def test_merge_refuses_a_generated_key(target: SqlTarget) -> None:
+def test_merge_refuses_a_generated_key(engine_target: SqlTarget) -> None:
     """An auto-assigned key (serial, AUTO_INCREMENT, INTEGER PRIMARY KEY, a sequence) is refused."""
+    target = engine_target
     key = {
         "postgresql": "SERIAL PRIMARY KEY",
         "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -145,8 +151,9 @@ def test_merge_refuses_a_generated_key(target: SqlTarget) -> None:
     assert target.rows("SELECT count(*) FROM totals") == [(0,)]
 
 
-def test_merge_refuses_repeated_and_null_source_keys(target: SqlTarget) -> None:
+def test_merge_refuses_repeated_and_null_source_keys(engine_target: SqlTarget) -> None:
     """Repeated keys are named with their counts, NULL keys refused; nothing is written either time."""
+    target = engine_target
     target.run(TOTALS.replace("customer VARCHAR(8) NOT NULL", "customer VARCHAR(8)"), UNIQUE)
     dupes = SOURCE + " UNION ALL SELECT 'c1', '2024-01-02', 11"
     with pytest.raises(DuplicateSourceKeysError, match=r"'customer': 'c1', 'day': '2024-01-02'\} x2"):
@@ -156,8 +163,9 @@ def test_merge_refuses_repeated_and_null_source_keys(target: SqlTarget) -> None:
     assert _totals(target) == []
 
 
-def test_merge_refuses_a_nondeterministic_source_in_the_dialect(target: SqlTarget) -> None:
+def test_merge_refuses_a_nondeterministic_source_in_the_dialect(engine_target: SqlTarget) -> None:
     """A source calling the engine's own random/uuid function is refused unless allowed."""
+    target = engine_target
     note = {
         "postgresql": "CAST(floor(random() * 10) AS VARCHAR(8))",
         "sqlite": "CAST(abs(random()) % 10 AS TEXT)",
@@ -174,14 +182,16 @@ def test_merge_refuses_a_nondeterministic_source_in_the_dialect(target: SqlTarge
     )
 
 
-def test_missing_table_is_a_clear_error(target: SqlTarget) -> None:
+def test_missing_table_is_a_clear_error(engine_target: SqlTarget) -> None:
     """Writing to a table that does not exist says so, on every engine."""
+    target = engine_target
     with pytest.raises(ConfigurationError, match="Target table totals does not exist"):
         _merge(target).execute(fake_context(task_id="merge"))
 
 
-def test_injection_in_a_table_name_is_one_missing_identifier(target: SqlTarget) -> None:
+def test_injection_in_a_table_name_is_one_missing_identifier(engine_target: SqlTarget) -> None:
     """A table 'name' carrying SQL is quoted as one identifier by the engine's quoting; nothing is dropped."""
+    target = engine_target
     target.run(REVENUE, SEED)
     op = PartitionOverwriteOperator(
         task_id="load",
@@ -195,8 +205,9 @@ def test_injection_in_a_table_name_is_one_missing_identifier(target: SqlTarget) 
     assert target.rows("SELECT count(*) FROM revenue") == [(3,)]
 
 
-def test_fenced_statements_run_once_with_the_token(target: SqlTarget) -> None:
+def test_fenced_statements_run_once_with_the_token(engine_target: SqlTarget) -> None:
     """FencedSQLOperator's statements see the fence's token; a committed retry skips them."""
+    target = engine_target
     target.run("CREATE TABLE audit_log (token INTEGER, try_number INTEGER)")
     placeholder = {"postgresql": "%({})s", "mariadb": "%({})s", "sqlite": ":{}", "duckdb": "${}"}[
         target.dialect
@@ -211,10 +222,13 @@ def test_fenced_statements_run_once_with_the_token(target: SqlTarget) -> None:
     assert target.rows("SELECT token, try_number FROM audit_log") == [(result["token"], 1)] * 2
 
 
-def test_ddl_in_fenced_statements_is_refused_on_mariadb(target: SqlTarget) -> None:
+def test_ddl_in_fenced_statements_is_refused_on_mariadb(
+    mariadb_url: str, airflow_conn: Callable[[str, str], str]
+) -> None:
     """MySQL/MariaDB commit DDL implicitly, so a fenced statement list holding DDL is refused up front."""
-    if target.dialect != "mariadb":
-        pytest.skip("transactional DDL: PostgreSQL, SQLite and DuckDB roll DDL back with the fence")
+    target = SqlTarget(
+        conn_id=airflow_conn("crashsafe_target", mariadb_url), url=mariadb_url, dialect="mariadb"
+    )
     op = FencedSQLOperator(
         task_id="stmts", conn_id=target.conn_id, sql=["CREATE TABLE t1 (x INTEGER)"], target="t1"
     )
@@ -243,9 +257,10 @@ class _Log:
 
 
 def test_the_operator_says_what_the_engine_cannot_guarantee(
-    target: SqlTarget, monkeypatch: pytest.MonkeyPatch
+    engine_target: SqlTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """MariaDB and DuckDB targets log, at start, that a reset re-run cannot adopt an in-flight write."""
+    target = engine_target
     target.run(REVENUE)
     log = _Log()
     monkeypatch.setattr(PartitionOverwriteOperator, "log", property(lambda self: log))
