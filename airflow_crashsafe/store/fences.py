@@ -11,7 +11,6 @@ docs/design.md, "Fencing token".
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,22 +109,27 @@ SELECT issued_token, issued_try, issued_ti_id, committed_token, committed_try, c
     committed_host, committed_pid, committed_clear_number, committed_at, rejected_count
 FROM {FENCE_TABLE} WHERE {SLOT_MATCH}"""
 
-# MySQL/MariaDB have neither ON CONFLICT nor RETURNING: the token is issued in a short
-# transaction that locks the fence row (creating it if needed), reads it, and updates it.
-_SLOT_MATCH_NAMED = re.sub(r"%\((\w+)\)s", r":\1", SLOT_MATCH)
-_MYSQL_ENSURE_ROW = f"""
+# MySQL/MariaDB have neither ON CONFLICT ... WHERE nor RETURNING. ISSUE_STATEMENT's rule is
+# spelt as ON DUPLICATE KEY UPDATE with every column set IF(<may issue>, new, old) -- issued_try
+# last, since MySQL evaluates the assignments in order over the row as updated so far -- and the
+# token comes back in the OK packet (``cursor.lastrowid``) through LAST_INSERT_ID(expr): 0 when
+# refused. One statement, one round trip, under the row lock the upsert takes.
+_MAY_ISSUE = (
+    "(issued_try <= VALUES(issued_try)"
+    " AND (committed_token IS NULL OR committed_clear_number < :clear_number))"
+)
+_MYSQL_ISSUE = f"""
 INSERT INTO {FENCE_TABLE} (dag_id, task_id, map_index, slot_partition, target,
     issued_token, issued_try, issued_ti_id, issued_host, issued_pid, issued_at)
-VALUES (:dag_id, :task_id, :map_index, :slot_partition, :target, 0, 0, '', '', 0, CURRENT_TIMESTAMP)
-ON DUPLICATE KEY UPDATE issued_token = issued_token"""
-_LOCKED_READ = (
-    f"SELECT issued_token, issued_try, committed_token, committed_clear_number FROM {FENCE_TABLE} "
-    f"WHERE {_SLOT_MATCH_NAMED}"
-)
-_ISSUE_UPDATE = f"""
-UPDATE {FENCE_TABLE} SET issued_token = issued_token + 1, issued_try = :try_number,
-    issued_ti_id = :ti_id, issued_host = :hostname, issued_pid = :pid, issued_at = CURRENT_TIMESTAMP
-WHERE {_SLOT_MATCH_NAMED}"""
+VALUES (:dag_id, :task_id, :map_index, :slot_partition, :target,
+    LAST_INSERT_ID(1), :try_number, :ti_id, :hostname, :pid, CURRENT_TIMESTAMP)
+ON DUPLICATE KEY UPDATE
+    issued_token = IF({_MAY_ISSUE}, LAST_INSERT_ID(issued_token + 1), issued_token + LAST_INSERT_ID(0)),
+    issued_ti_id = IF({_MAY_ISSUE}, VALUES(issued_ti_id), issued_ti_id),
+    issued_host = IF({_MAY_ISSUE}, VALUES(issued_host), issued_host),
+    issued_pid = IF({_MAY_ISSUE}, VALUES(issued_pid), issued_pid),
+    issued_at = IF({_MAY_ISSUE}, VALUES(issued_at), issued_at),
+    issued_try = IF({_MAY_ISSUE}, VALUES(issued_try), issued_try)"""
 
 
 @functools.cache
@@ -134,11 +138,7 @@ def _portable(dialect: str, statement: str) -> str:
     sql_dialect = dialect_named(dialect)
     if statement == "ddl":
         return sql_dialect.render(_PORTABLE_DDL[dialect])
-    if statement == "ensure_row":
-        return sql_dialect.render(_MYSQL_ENSURE_ROW, read="mysql")
-    if statement == "locked_read":
-        return sql_dialect.locking_read(_LOCKED_READ)
-    return sql_dialect.render(_ISSUE_UPDATE)
+    return sql_dialect.render(_MYSQL_ISSUE, read="mysql")
 
 
 @dataclass(frozen=True)
@@ -281,7 +281,7 @@ def _issue_row(db: Db, params: dict[str, Any]) -> Any:
 
 
 def _issue_row_locked(db: Db, params: dict[str, Any]) -> Any:
-    """MySQL/MariaDB: lock (creating) the fence row, read it, issue if allowed; (token,) or None."""
+    """MySQL/MariaDB: ``_MYSQL_ISSUE`` in autocommit; (token,) or None when refused."""
     too_long = [
         k for k in ("dag_id", "task_id", "slot_partition", "target") if len(str(params[k])) > MYSQL_KEY_CHARS
     ]
@@ -291,25 +291,10 @@ def _issue_row_locked(db: Db, params: dict[str, Any]) -> Any:
             f"{MYSQL_KEY_CHARS} characters, the most a MySQL/MariaDB fence row can key on; shorten "
             "it (slot_partition= or the target name)."
         )
-    name = db.dialect.name
-    db.begin()
-    try:
-        db.execute(_portable(name, "ensure_row"), params)
-        token, issued_try, committed, committed_clear = db.execute(
-            _portable(name, "locked_read"), params
-        ).fetchone()
-        allowed = issued_try <= params["try_number"] and (
-            committed is None or committed_clear < params["clear_number"]
-        )
-        if not allowed:
-            db.rollback()
-            return None
-        db.execute(_portable(name, "issue_update"), params)
-        db.commit()
-        return (int(token) + 1,)
-    except BaseException:
-        db.rollback()
-        raise
+    with db.autocommit():
+        cursor = db.execute(_portable(db.dialect.name, "issue"), params)
+    token = int(cursor.lastrowid or 0)
+    return (token,) if token else None
 
 
 def commit_statement(slot: Slot, target: str, attempt: Attempt, token: int) -> tuple[str, dict[str, Any]]:
