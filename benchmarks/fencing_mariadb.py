@@ -105,7 +105,8 @@ def setup(url: str) -> None:
     try:
         with db.autocommit():
             db.execute(
-                f"CREATE TABLE {TABLE} (part VARCHAR(16) NOT NULL, id INTEGER NOT NULL, v DOUBLE) ENGINE=InnoDB"
+                f"CREATE TABLE {TABLE} (part VARCHAR(16) NOT NULL, id INTEGER NOT NULL, v DOUBLE) "
+                "ENGINE=InnoDB"
             )
             db.execute(f"CREATE INDEX {TABLE}_part ON {TABLE} (part)")
     finally:
@@ -157,7 +158,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="crashsafe-bench-"))
     try:
         print(
-            f"# fencing benchmark on MariaDB ({'given server' if args.mariadb_url else 'a server of its own'}); "
+            f"# fencing benchmark on MariaDB ({'given server' if args.mariadb_url else 'its own server'}); "
             f"{load_average()} at the start"
         )
         setup(target)

@@ -48,7 +48,7 @@ class _DeltaBase(BaseOperator):
         self,
         *,
         table_uri: str,
-        source: Callable[[Context], Any],
+        source: Callable[[Mapping[str, Any]], Any],
         storage_options: dict[str, str] | None = None,
         slot_partition: str | None = None,
         **kwargs: Any,
@@ -64,7 +64,7 @@ class _DeltaBase(BaseOperator):
         self.storage_options = storage_options
         self.slot_partition = slot_partition
 
-    def _commit(self, context: Context) -> Callable[[Any, Any], None]:
+    def _commit(self, context: Mapping[str, Any]) -> Callable[[Any, Any], None]:
         raise NotImplementedError
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -112,7 +112,7 @@ class DeltaPartitionOverwriteOperator(_DeltaBase):
         self.partition = dict(partition)
         self.partition_by = partition_by
 
-    def _commit(self, context: Context) -> Callable[[Any, Any], None]:
+    def _commit(self, context: Mapping[str, Any]) -> Callable[[Any, Any], None]:
         from deltalake import write_deltalake
 
         predicate = " AND ".join(f"{_ident(c)} = {_literal(v)}" for c, v in self.partition.items())
@@ -147,7 +147,7 @@ class DeltaMergeOperator(_DeltaBase):
             )
         self.natural_key = key
 
-    def _commit(self, context: Context) -> Callable[[Any, Any], None]:
+    def _commit(self, context: Mapping[str, Any]) -> Callable[[Any, Any], None]:
         on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in self.natural_key)
 
         def commit(table: Any, properties: Any) -> None:

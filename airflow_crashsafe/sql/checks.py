@@ -39,9 +39,7 @@ def missing_table_error(table: str, conn_id: str) -> ConfigurationError:
     )
 
 
-def check_deterministic(
-    sql: str, *, allowed: bool, operator: str, dialect_calls: Sequence[str] = ()
-) -> None:
+def check_deterministic(sql: str, *, allowed: bool, operator: str, dialect_calls: Sequence[str] = ()) -> None:
     """Refuse a source calling now(), random(), nextval(), ... unless explicitly allowed.
 
     ``dialect_calls``: the target dialect's own such calls, found by parsing ``sql`` in it.

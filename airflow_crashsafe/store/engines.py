@@ -17,6 +17,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -58,7 +59,7 @@ def _mysql_db(connect: Callable[[], Any]) -> Db:
 
 def mysql_from_url(url: str) -> Db:
     """``mysql://user:pass@host:port/db`` (or ``mariadb://``) opened with mysqlclient."""
-    import MySQLdb
+    mysqldb = import_module("MySQLdb")  # mysqlclient ships no type stubs
 
     parts = urlsplit(url)
     database = unquote(parts.path.lstrip("/"))
@@ -72,7 +73,7 @@ def mysql_from_url(url: str) -> Db:
         "database": database,
         "charset": "utf8mb4",
     }
-    return _mysql_db(lambda: MySQLdb.connect(**kwargs))
+    return _mysql_db(lambda: mysqldb.connect(**kwargs))
 
 
 def mysql_from_hook(hook: DbApiHook) -> Db:

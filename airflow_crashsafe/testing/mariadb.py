@@ -33,6 +33,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -182,10 +183,10 @@ def start_server(*, attempts: int = 3) -> MariaDbServer:
 
 
 def _connect(url: str, database: str | None = None) -> object:
-    import MySQLdb
+    mysqldb = import_module("MySQLdb")  # mysqlclient ships no type stubs
 
     parts = urlsplit(url)
-    return MySQLdb.connect(
+    return mysqldb.connect(
         host=parts.hostname or "127.0.0.1",
         port=parts.port or 3306,
         user=parts.username or "root",
