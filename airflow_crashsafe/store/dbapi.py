@@ -234,6 +234,9 @@ class Db:
     def close(self) -> None:
         with contextlib.suppress(Exception):  # a broken connection must not hide what broke it
             self.raw.close()
+        if self.dialect.is_duckdb and self._in_transaction:  # closed mid-write: let the next writer in
+            self._in_transaction = False
+            self.raw.release_write_lock()
 
 
 def _sqlite(path: str) -> Db:
