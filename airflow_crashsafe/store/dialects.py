@@ -15,8 +15,8 @@ crashsafe's guarantees come from the target database, so they differ by database
 
 Statements that differ between databases are written once, in PostgreSQL's spelling with
 ``:name`` placeholders, and generated for the target by sqlglot (:meth:`SqlDialect.render`):
-identifier quoting, column types, locking reads (``FOR UPDATE`` where the database has row
-locks), and the driver's placeholder style.
+identifier quoting, column types, functions, and the driver's placeholder style. The fence check
+is an UPDATE of the fence row: a row lock until commit where the database has row locks.
 """
 
 from __future__ import annotations
@@ -84,19 +84,6 @@ class SqlDialect:
             return node
 
         return tree.transform(placeholders).sql(dialect=self.sqlglot)
-
-    def locking_read(self, sql: str) -> str:
-        """A SELECT that locks the rows it reads until the transaction ends (``FOR UPDATE``).
-
-        On a database without row locks (DuckDB) the SELECT is plain: its write-write conflict
-        at the later UPDATE is what serialises the writers.
-        """
-        import sqlglot
-        from sqlglot import exp
-
-        tree = sqlglot.parse_one(sql, read="postgres")
-        assert isinstance(tree, exp.Select)
-        return self.render(tree.lock(update=True) if self.guarantees.row_locks else tree)
 
     def describe_limits(self) -> str:
         """The log line an operator writes at start when this database cannot give everything."""

@@ -19,13 +19,11 @@ def test_identifiers_are_quoted_the_way_each_engine_reads_them() -> None:
     assert dialect_named("duckdb").ident('a"b') == '"a""b"'
 
 
-def test_a_locking_read_is_for_update_only_where_there_are_row_locks() -> None:
-    """MySQL gets FOR UPDATE and pyformat placeholders; DuckDB (no row locks) a plain SELECT with $name."""
+def test_placeholders_are_the_drivers() -> None:
+    """``:name`` becomes MySQLdb's %(name)s and DuckDB's $name."""
     sql = "SELECT issued_token FROM f WHERE dag_id = :dag_id"
-    assert dialect_named("mysql").locking_read(sql) == (
-        "SELECT issued_token FROM f WHERE dag_id = %(dag_id)s FOR UPDATE"
-    )
-    assert dialect_named("duckdb").locking_read(sql) == "SELECT issued_token FROM f WHERE dag_id = $dag_id"
+    assert dialect_named("mysql").render(sql) == "SELECT issued_token FROM f WHERE dag_id = %(dag_id)s"
+    assert dialect_named("duckdb").render(sql) == "SELECT issued_token FROM f WHERE dag_id = $dag_id"
 
 
 def test_types_are_generated_for_the_engine() -> None:
