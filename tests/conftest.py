@@ -1,7 +1,8 @@
 """Session-wide test set-up and the fixtures every test may use.
 
 Fixtures: ``postgres_server_url`` (session; admin URL of a real PostgreSQL), ``postgres_url`` (a
-fresh database for one test, dropped afterwards), ``sqlite_url`` (a temp SQLite file),
+fresh database for one test, dropped afterwards), ``mariadb_server_url`` / ``mariadb_url`` (the
+same on a throwaway MariaDB), ``sqlite_url`` and ``duckdb_url`` (temp files),
 ``airflow_conn`` (sets ``AIRFLOW_CONN_<ID>`` for one test) and ``configured_store`` (the crashsafe
 store as configured, on PostgreSQL and on the embedded SQLite file).
 
@@ -110,6 +111,47 @@ def postgres_url(postgres_server_url: str) -> Iterator[str]:
         yield url
     finally:
         drop_database(postgres_server_url, url)
+
+
+@pytest.fixture(scope="session")
+def mariadb_server_url() -> Iterator[str]:
+    """Admin URL of a real MariaDB: ``$CRASHSAFE_TEST_MARIADB_URL``, else a throwaway server."""
+    from airflow_crashsafe.testing.mariadb import MariaDbUnavailable, start_server
+
+    configured = os.environ.get("CRASHSAFE_TEST_MARIADB_URL")
+    if configured:
+        yield configured
+        return
+    try:
+        server = start_server()
+    except MariaDbUnavailable as exc:
+        hint = f"{exc}; `./dev` installs it, or set CRASHSAFE_TEST_MARIADB_URL to a server's admin URL"
+        if _in_ci():
+            pytest.fail(f"CI needs MariaDB: {hint}", pytrace=False)
+        pytest.skip(hint)
+    try:
+        yield server.admin_url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def mariadb_url(mariadb_server_url: str) -> Iterator[str]:
+    """URL of a new, empty MariaDB database made for this test alone; dropped when the test ends."""
+    from airflow_crashsafe.testing.mariadb import drop_database as drop_mariadb
+    from airflow_crashsafe.testing.mariadb import make_database as make_mariadb
+
+    url = make_mariadb(mariadb_server_url)
+    try:
+        yield url
+    finally:
+        drop_mariadb(mariadb_server_url, url)
+
+
+@pytest.fixture
+def duckdb_url(tmp_path: Path) -> str:
+    """``duckdb:////abs/path`` of a DuckDB file (not yet created) in this test's temp dir."""
+    return f"duckdb:///{tmp_path / 'test.duckdb'}"
 
 
 @pytest.fixture

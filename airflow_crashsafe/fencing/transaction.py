@@ -27,6 +27,7 @@ from airflow_crashsafe.identity import (
 )
 from airflow_crashsafe.store import fences
 from airflow_crashsafe.store.dbapi import Db, connect_target
+from airflow_crashsafe.store.dialects import say_limits
 from airflow_crashsafe.store.fences import CommittedBy
 from airflow_crashsafe.store.store import Store
 
@@ -117,6 +118,7 @@ def fenced_transaction(
     owns_db = db is None
     conn = db if db is not None else connect_target(conn_id)
     try:
+        say_limits(conn, log)
         issue = fences.issue_token(conn, slot, target, attempt)
         if issue.already_committed is not None:
             log.info(

@@ -25,6 +25,7 @@ from airflow_crashsafe.fencing.triggerer import await_unit, check_without_trigge
 from airflow_crashsafe.identity import attempt_from_context, current_context, slot_from_context
 from airflow_crashsafe.operators.lineage import SQLLineageMixin
 from airflow_crashsafe.store.dbapi import connect_target
+from airflow_crashsafe.store.dialects import say_limits
 from airflow_crashsafe.triggers.unit import UnitEndTrigger
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class FencedSQLBase(SQLLineageMixin, RecoveryAdmissionMixin, BaseOperator):
         db = connect_target(self.conn_id)
         runner = self._crashsafe_runner = runner_for(db)
         try:
+            say_limits(db, self.log)  # what this database cannot guarantee, before anything runs
             prepared = plan.prepare(db)  # read-only checks, before any token
             db.rollback()  # end the read-only catalog transaction before the fence starts its own
             adoption = Adoption(self._adopts(), self._adoption_timeout_seconds())

@@ -35,7 +35,8 @@ class PartitionOverwriteOperator(FencedSQLBase):
     produces outside the partition raise :class:`~airflow_crashsafe.errors.PartitionMismatchError`
     and roll everything back: an overwrite that spills over would not be idempotent.
 
-    :param conn_id: Airflow connection of the target database (postgres or sqlite).
+    :param conn_id: Airflow connection of the target database (postgres, sqlite, mysql or duckdb;
+        docs/databases.md says what each guarantees).
     :param target_table: ``table`` or ``schema.table`` (the fence's target name too).
     :param partition: ``{column: value}`` naming the partition; a None value means IS NULL.
     :param sql: a single SELECT producing the partition's rows.
@@ -79,7 +80,8 @@ class PartitionOverwriteOperator(FencedSQLBase):
 class NaturalKeyMergeOperator(FencedSQLBase):
     """Upsert a query's rows on a natural key, so a re-run updates rather than double-counts.
 
-    Uses ``MERGE`` on PostgreSQL 15+, ``INSERT ... ON CONFLICT`` on older PostgreSQL and SQLite.
+    Uses ``MERGE`` on PostgreSQL 15+, ``INSERT ... ON CONFLICT`` on older PostgreSQL, SQLite and
+    DuckDB, ``INSERT ... ON DUPLICATE KEY UPDATE`` on MySQL/MariaDB.
     Before writing anything it refuses a key not backed by a unique index, a generated
     (surrogate) key, a source with NULL or repeated keys, and a non-deterministic source.
 

@@ -39,15 +39,23 @@ def missing_table_error(table: str, conn_id: str) -> ConfigurationError:
     )
 
 
-def check_deterministic(sql: str, *, allowed: bool, operator: str, dialect: str | None = None) -> None:
+def check_deterministic(
+    sql: str,
+    *,
+    allowed: bool,
+    operator: str,
+    dialect: str | None = None,
+    dialect_calls: Sequence[str] = (),
+) -> None:
     """Refuse a source calling now(), random(), nextval(), ... unless explicitly allowed.
 
     ``dialect`` None (the plan is checked before connecting: the target is not known yet) reads
     the SQL as every supported dialect would, so nothing one of them finds is let through.
+    ``dialect_calls``: the target dialect's own such calls, found by parsing ``sql`` in it.
     """
     if allowed:
         return
-    calls = find_nondeterministic(sql, dialect)
+    calls = list(dict.fromkeys([*find_nondeterministic(sql, dialect), *dialect_calls]))
     if calls:
         raise NondeterministicSourceError(
             f"{operator}: the source query calls {', '.join(calls)}, which returns something new on "

@@ -2,7 +2,8 @@
 
 PostgreSQL is read from ``pg_catalog`` (the table is resolved with ``to_regclass`` on the quoted
 name, so the search path applies as in a query); SQLite from the ``pragma_table_xinfo`` /
-``pragma_index_list`` / ``pragma_index_info`` table-valued functions, with names bound as values.
+``pragma_index_list`` / ``pragma_index_info`` table-valued functions, with names bound as values;
+MySQL/MariaDB and DuckDB from ``information_schema`` (:mod:`.catalog`).
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def describe_table(db: Any, table: TableName, *, unique_keys: bool = True) -> Ta
     """The table's columns and (unless ``unique_keys=False``) unique keys, or None when it is missing."""
     if db.dialect.is_postgres:
         return _pg_describe(db, table, unique_keys)
+    if db.dialect.name in ("mysql", "duckdb"):
+        from airflow_crashsafe.sql import catalog  # information_schema readers (they import this module)
+
+        describe = catalog.describe_mysql_table if db.dialect.is_mysql else catalog.describe_duckdb_table
+        return describe(db, table, unique_keys)
     return _sqlite_describe(db, table)
 
 

@@ -2,7 +2,8 @@
 
 Names written by users are identifiers, never SQL: every one is quoted with the driver's own
 identifier quoting (``psycopg.sql.Identifier`` on PostgreSQL; the standard ``"…"`` with doubled
-inner quotes on SQLite), so ``revenue; DROP TABLE x`` is one odd (and missing) table name.
+inner quotes on SQLite; sqlglot's for MySQL/MariaDB and DuckDB), so ``revenue; DROP TABLE x``
+is one odd (and missing) table name.
 
 How table names are written (:func:`parse_table_name`):
 
@@ -141,6 +142,10 @@ class Quoter:
     def ident(self, name: str) -> str:
         """One identifier (a column, a schema, a table without its schema)."""
         _check_identifier(name, "An identifier")
+        if self.dialect in ("mysql", "duckdb"):
+            from airflow_crashsafe.store.dialects import dialect_named
+
+            return dialect_named(self.dialect).ident(name)  # sqlglot's quoting (`...` on MySQL)
         if self.dialect != "postgresql":
             return sqlite_quote(name)
         return self._pg_quote(name)

@@ -70,15 +70,18 @@ class Binder:
     def bind(self, value: Any) -> str:
         """A placeholder for ``value``."""
         self._values.append(value)
+        pyformat = self.dialect in ("postgresql", "mysql")
         if self.positional:
-            return "%s" if self.dialect == "postgresql" else "?"
+            return "%s" if pyformat else "?"
         name = f"{_PREFIX}{len(self._values) - 1}"
-        return f"%({name})s" if self.dialect == "postgresql" else f":{name}"
+        if self.dialect == "duckdb":
+            return f"${name}"
+        return f"%({name})s" if pyformat else f":{name}"
 
     def source(self, sql: str) -> str:
         """The user's query, ready to be embedded in a statement executed with parameters."""
         text = strip_statement(sql)
-        if self.dialect == "postgresql" and self.user_params is None:
+        if self.dialect in ("postgresql", "mysql") and self.user_params is None:
             text = text.replace("%", "%%")
         return text
 
@@ -173,7 +176,7 @@ def source_key_problems(source: str, keys: Sequence[str], limit: int = 5) -> tup
 
 
 def _differs(dialect: str, left: str, right: str) -> str:
-    op = "IS DISTINCT FROM" if dialect == "postgresql" else "IS NOT"
+    op = "IS DISTINCT FROM" if dialect in ("postgresql", "duckdb") else "IS NOT"
     return f"{left} {op} {right}"
 
 

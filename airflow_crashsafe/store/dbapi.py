@@ -1,9 +1,9 @@
 """One DB-API connection plus the few facts about its database that crashsafe's SQL depends on.
 
 crashsafe writes its own SQL once, with ``%(name)s`` placeholders, and this layer adapts it to the
-driver (psycopg 2/3 take it as is; sqlite3 wants ``:name``). Connections come from Airflow
-connections, opened by the connection's own SQL hook (``DbApiHook``) as ``common.sql`` does, or,
-for tests, benchmarks and the drill, straight from a URL.
+driver (psycopg 2/3 and MySQLdb take it as is; sqlite3 wants ``:name``, DuckDB ``$name``).
+Connections come from Airflow connections, opened by the connection's own SQL hook
+(``DbApiHook``) as ``common.sql`` does, or, for tests, benchmarks and the drill, straight from a URL.
 """
 
 from __future__ import annotations
@@ -42,36 +42,54 @@ _NAMED_PARAM = re.compile(r"%\((\w+)\)s")
 SQLITE_BUSY_TIMEOUT_SECONDS = 120.0
 #: Connection type of :class:`airflow_crashsafe.hooks.CrashsafeHook`: a crashsafe store on PostgreSQL.
 STORE_CONN_TYPE = "crashsafe"
-_SUPPORTED = "PostgreSQL (conn_type postgres) and SQLite (conn_type sqlite)"
+_SUPPORTED = "PostgreSQL (conn_type postgres), SQLite (sqlite), MySQL/MariaDB (mysql) and DuckDB (duckdb)"
 
 
 @dataclass(frozen=True)
 class Dialect:
     """What differs between the databases crashsafe supports."""
 
-    name: str  # "postgresql" | "sqlite"
+    name: str  # "postgresql" | "sqlite" | "mysql" | "duckdb"
 
     @property
     def is_postgres(self) -> bool:
         return self.name == "postgresql"
 
+    @property
+    def is_mysql(self) -> bool:
+        return self.name == "mysql"
+
+    @property
+    def is_duckdb(self) -> bool:
+        return self.name == "duckdb"
+
+    @property
+    def has_server_transactions(self) -> bool:
+        """The driver opens a transaction at the first statement (PostgreSQL, MySQL)."""
+        return self.name in ("postgresql", "mysql")
+
     def adapt(self, sql: str) -> str:
         """Rewrite crashsafe's ``%(name)s`` placeholders for this driver."""
-        if self.is_postgres:
+        if self.has_server_transactions:
             return sql
-        return _NAMED_PARAM.sub(r":\1", sql).replace("%%", "%")
+        style = r"$\1" if self.is_duckdb else r":\1"
+        return _NAMED_PARAM.sub(style, sql).replace("%%", "%")
 
 
 POSTGRES = Dialect("postgresql")
 SQLITE = Dialect("sqlite")
+MYSQL = Dialect("mysql")
+DUCKDB = Dialect("duckdb")
 
 
 class Db:
     """A DB-API connection that crashsafe drives in explicit transactions."""
 
-    def __init__(self, raw: Any, dialect: Dialect) -> None:
+    def __init__(self, raw: Any, dialect: Dialect, *, canceller: Any = None) -> None:
         self.raw = raw
         self.dialect = dialect
+        # MySQL: cancels the running statement from a second connection (KILL QUERY).
+        self._canceller = canceller
         self._in_transaction = False
         self._hot_cursor: Any = None
         # Statements prepared on this connection by store/prepared.py; None: do not prepare here.
@@ -120,8 +138,19 @@ class Db:
     @contextlib.contextmanager
     def autocommit(self) -> Iterator[None]:
         """Each statement inside is its own transaction (no separate COMMIT round trip)."""
+        if self.dialect.is_mysql:
+            self.raw.autocommit(True)
+            try:
+                yield
+            finally:
+                self.raw.autocommit(False)
+            return
+        if self.dialect.is_duckdb and not self._in_transaction:
+            with self.raw.write_lock():  # one writer at a time, as in a transaction (begin())
+                yield
+            return
         if not self.dialect.is_postgres:
-            yield  # sqlite3 with isolation_level=None autocommits outside BEGIN
+            yield  # sqlite3 with isolation_level=None and DuckDB autocommit outside BEGIN
             return
         self.raw.autocommit = True
         try:
@@ -154,8 +183,20 @@ class Db:
         read-then-write transaction cannot fail to upgrade; a long write passes ``False`` so that
         other attempts can still take tokens until its first write.
         """
-        if self.dialect.is_postgres:
-            # psycopg opens a transaction implicitly at the first statement.
+        if self.dialect.has_server_transactions:
+            # psycopg and MySQLdb open a transaction implicitly at the first statement.
+            self._in_transaction = True
+            return
+        if self.dialect.is_duckdb:
+            # Like SQLite's BEGIN IMMEDIATE: DuckDB has no row locks, and its optimistic
+            # concurrency loses a stale commit's fence update instead of failing it, so writers of
+            # one file (all in this process: DuckDB lets one process write) take turns.
+            self.raw.acquire_write_lock()
+            try:
+                self.raw.execute("BEGIN TRANSACTION")
+            except BaseException:
+                self.raw.release_write_lock()
+                raise
             self._in_transaction = True
             return
         self.raw.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
@@ -163,12 +204,25 @@ class Db:
 
     def commit(self) -> None:
         with self.bounded():
-            self.raw.commit() if self.dialect.is_postgres else self.raw.execute("COMMIT")
+            if self.dialect.is_duckdb:
+                try:
+                    self.raw.execute("COMMIT")
+                finally:
+                    self._in_transaction = False
+                    self.raw.release_write_lock()
+                return
+            self.raw.commit() if self.dialect.has_server_transactions else self.raw.execute("COMMIT")
         self._in_transaction = False
 
     def rollback(self) -> None:
-        if self.dialect.is_postgres:
+        if self.dialect.has_server_transactions:
             self.raw.rollback()
+        elif self.dialect.is_duckdb:
+            try:
+                self.raw.rollback_if_open()
+            finally:
+                if self._in_transaction:
+                    self.raw.release_write_lock()
         elif self.raw.in_transaction:
             self.raw.execute("ROLLBACK")
         self._in_transaction = False
@@ -181,6 +235,11 @@ class Db:
 
     def describe(self) -> str:
         """Which database this is, for people: product, version, name and place."""
+        if self.dialect.is_mysql:
+            version, name = self.raw.get_server_info(), self.execute("SELECT DATABASE()").fetchone()[0]
+            return f"MySQL/MariaDB {version} database {name!r} on {self.raw.get_host_info()}"
+        if self.dialect.is_duckdb:
+            return f"DuckDB file {self.raw.path}"
         if not self.dialect.is_postgres:
             path = self.raw.execute("PRAGMA database_list").fetchone()[2]
             return f"SQLite {sqlite3.sqlite_version} file {path or ':memory:'}"
@@ -192,6 +251,8 @@ class Db:
 
     def is_broken(self) -> bool:
         """True when the server side of the connection is gone (closed, terminated, failed over)."""
+        if self.dialect.is_mysql:
+            return not getattr(self.raw, "open", True)
         if not self.dialect.is_postgres:
             return False
         return bool(getattr(self.raw, "broken", False) or getattr(self.raw, "closed", False))
@@ -200,12 +261,17 @@ class Db:
         """Cancel the statement running on this connection; safe from a signal handler."""
         if self.dialect.is_postgres:
             self.raw.cancel()
+        elif self._canceller is not None:
+            self._canceller()
         else:
             self.raw.interrupt()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # a broken connection must not hide what broke it
             self.raw.close()
+        if self.dialect.is_duckdb and self._in_transaction:  # closed mid-write: let the next writer in
+            self._in_transaction = False
+            self.raw.release_write_lock()
 
 
 def _sqlite(path: str) -> Db:
@@ -267,7 +333,8 @@ def sqlite_path_from_url(url: str) -> str:
 
 
 def connect_url(url: str, *, connect_timeout: int | None = None, link: Mapping[str, Any] | None = None) -> Db:
-    """Open ``postgresql://…`` or ``sqlite:///…`` directly (tests, benchmarks, the drill).
+    """Open ``postgresql://…``, ``sqlite:///…``, ``mysql://…`` or ``duckdb:///…`` directly (tests,
+    benchmarks, the drill).
 
     ``connect_timeout`` (seconds) and ``link`` (more libpq parameters, e.g. the store's
     keepalives) apply to PostgreSQL unless the URL sets its own.
@@ -280,9 +347,18 @@ def connect_url(url: str, *, connect_timeout: int | None = None, link: Mapping[s
         return _postgres_from_url(url, params)
     if scheme == "sqlite":
         return _sqlite(sqlite_path_from_url(url))
+    if scheme in ("mysql", "mariadb"):
+        from airflow_crashsafe.store.engines import mysql_from_url
+
+        return mysql_from_url(url)
+    if scheme == "duckdb":
+        from airflow_crashsafe.store.engines import duckdb_from_url
+
+        return duckdb_from_url(url)
     raise ConfigurationError(
         f"Unsupported database URL scheme {scheme!r}: crashsafe writes to PostgreSQL "
-        "(postgresql://…) or SQLite (sqlite:////path.db)."
+        "(postgresql://…), SQLite (sqlite:////path.db), MySQL/MariaDB (mysql://…) or DuckDB "
+        "(duckdb:////path.duckdb)."
     )
 
 
@@ -303,9 +379,12 @@ def get_sql_hook(conn_id: str) -> DbApiHook:
 
     A ``crashsafe`` connection (the store's own type) is PostgreSQL and gets a ``PostgresHook``.
     """
+    return _hook_of(_load_connection(conn_id), conn_id)
+
+
+def _hook_of(conn: Connection, conn_id: str) -> DbApiHook:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
-    conn = _load_connection(conn_id)
     conn_type = (conn.conn_type or "").lower()
     if conn_type == STORE_CONN_TYPE:
         from airflow.providers.postgres.hooks.postgres import PostgresHook
@@ -330,12 +409,17 @@ def connect_hook(hook: DbApiHook) -> Db:
     """Open the database behind a SQL hook with the hook's own ``get_conn()``.
 
     The dialect is the hook's: ``PostgresHook`` (psycopg 3 where the provider uses it, which the
-    ledger's prepared statements need; psycopg2 takes the general path) or ``SqliteHook``.
+    ledger's prepared statements need; psycopg2 takes the general path), ``SqliteHook`` or
+    ``MySqlHook``. Another SQL hook is refused: fencing is proven per database (docs/databases.md).
     """
     from airflow.providers.postgres.hooks.postgres import PostgresHook
     from airflow.providers.sqlite.hooks.sqlite import SqliteHook
 
     conn_id = hook.get_conn_id()
+    if type(hook).__name__ == "MySqlHook":  # no import: the mysql provider is an optional extra
+        from airflow_crashsafe.store.engines import mysql_from_hook
+
+        return mysql_from_hook(hook)
     if isinstance(hook, PostgresHook):
         raw: Any = hook.get_conn()
         raw.autocommit = False
@@ -344,7 +428,8 @@ def connect_hook(hook: DbApiHook) -> Db:
         return _sqlite_from_hook(hook, conn_id)
     raise ConfigurationError(
         f"Connection {conn_id!r} has type {hook.connection.conn_type!r} ({type(hook).__name__}); "
-        f"crashsafe's fenced writes support {_SUPPORTED} connections."
+        f"crashsafe's fenced writes support {_SUPPORTED} connections, the databases on which "
+        "fencing is proven (docs/databases.md says what each guarantees and how to add one)."
     )
 
 
@@ -377,7 +462,13 @@ def connect_target(
     ``connect_timeout`` (seconds) and ``link`` (more libpq parameters; the store passes its
     timeout and keepalives) apply to PostgreSQL unless the connection's extra sets its own.
     """
-    hook = get_sql_hook(conn_id)
+    conn = _load_connection(conn_id)
+    if (conn.conn_type or "").lower() == "duckdb":
+        # No DuckDB hook ships with the providers crashsafe installs: open the file directly.
+        from airflow_crashsafe.store.engines import duckdb_from_connection
+
+        return duckdb_from_connection(conn, conn_id)
+    hook = _hook_of(conn, conn_id)
     params = dict(link or {})
     if connect_timeout is not None:
         params["connect_timeout"] = connect_timeout

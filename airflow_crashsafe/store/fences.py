@@ -10,12 +10,15 @@ docs/design.md, "Fencing token".
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store.dbapi import Db
+from airflow_crashsafe.store.dialects import dialect_named
 
 __all__ = [
     "FENCE_TABLE",
@@ -55,6 +58,21 @@ _DDL = {
     "postgresql": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="BIGINT", stamp="TIMESTAMPTZ"),
     "sqlite": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="INTEGER", stamp="TEXT"),
 }
+# MySQL/MariaDB: InnoDB keys are at most 3072 bytes, so the slot's text columns are VARCHAR(191)
+# (4 bytes a character in utf8mb4); DATETIME has no implicit ON UPDATE, unlike TIMESTAMP.
+MYSQL_KEY_CHARS = 191
+_PORTABLE_DDL = {
+    "mysql": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="BIGINT", stamp="TIMESTAMP")
+    .replace(
+        "TEXT NOT NULL, task_id TEXT NOT NULL",
+        f"VARCHAR({MYSQL_KEY_CHARS}) NOT NULL, task_id VARCHAR({MYSQL_KEY_CHARS}) NOT NULL",
+    )
+    .replace(
+        "slot_partition TEXT NOT NULL, target TEXT NOT NULL",
+        f"slot_partition VARCHAR({MYSQL_KEY_CHARS}) NOT NULL, target VARCHAR({MYSQL_KEY_CHARS}) NOT NULL",
+    ),
+    "duckdb": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="BIGINT", stamp="TIMESTAMPTZ"),
+}
 
 SLOT_MATCH = (
     "dag_id = %(dag_id)s AND task_id = %(task_id)s AND map_index = %(map_index)s"
@@ -90,6 +108,37 @@ _READ = f"""
 SELECT issued_token, issued_try, issued_ti_id, committed_token, committed_try, committed_ti_id,
     committed_host, committed_pid, committed_clear_number, committed_at, rejected_count
 FROM {FENCE_TABLE} WHERE {SLOT_MATCH}"""
+
+# MySQL/MariaDB have neither ON CONFLICT ... WHERE nor RETURNING. ISSUE_STATEMENT's rule is
+# spelt as ON DUPLICATE KEY UPDATE with every column set IF(<may issue>, new, old) -- issued_try
+# last, since MySQL evaluates the assignments in order over the row as updated so far -- and the
+# token comes back in the OK packet (``cursor.lastrowid``) through LAST_INSERT_ID(expr): 0 when
+# refused. One statement, one round trip, under the row lock the upsert takes.
+_MAY_ISSUE = (
+    "(issued_try <= VALUES(issued_try)"
+    " AND (committed_token IS NULL OR committed_clear_number < :clear_number))"
+)
+_MYSQL_ISSUE = f"""
+INSERT INTO {FENCE_TABLE} (dag_id, task_id, map_index, slot_partition, target,
+    issued_token, issued_try, issued_ti_id, issued_host, issued_pid, issued_at)
+VALUES (:dag_id, :task_id, :map_index, :slot_partition, :target,
+    LAST_INSERT_ID(1), :try_number, :ti_id, :hostname, :pid, CURRENT_TIMESTAMP)
+ON DUPLICATE KEY UPDATE
+    issued_token = IF({_MAY_ISSUE}, LAST_INSERT_ID(issued_token + 1), issued_token + LAST_INSERT_ID(0)),
+    issued_ti_id = IF({_MAY_ISSUE}, VALUES(issued_ti_id), issued_ti_id),
+    issued_host = IF({_MAY_ISSUE}, VALUES(issued_host), issued_host),
+    issued_pid = IF({_MAY_ISSUE}, VALUES(issued_pid), issued_pid),
+    issued_at = IF({_MAY_ISSUE}, VALUES(issued_at), issued_at),
+    issued_try = IF({_MAY_ISSUE}, VALUES(issued_try), issued_try)"""
+
+
+@functools.cache
+def _portable(dialect: str, statement: str) -> str:
+    """One of the statements above as ``dialect`` spells it (generated with sqlglot, once)."""
+    sql_dialect = dialect_named(dialect)
+    if statement == "ddl":
+        return sql_dialect.render(_PORTABLE_DDL[dialect])
+    return sql_dialect.render(_MYSQL_ISSUE, read="mysql")
 
 
 @dataclass(frozen=True)
@@ -159,7 +208,11 @@ def _attempt_params(attempt: Attempt) -> dict[str, Any]:
 def is_missing_table(exc: Exception) -> bool:
     """Whether a database error says a table does not exist (yet)."""
     sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
-    return sqlstate == "42P01" or "no such table" in str(exc)
+    if sqlstate == "42P01" or "no such table" in str(exc):
+        return True
+    if type(exc).__name__ == "ProgrammingError" and exc.args and exc.args[0] == 1146:  # MySQL
+        return True
+    return type(exc).__name__ == "CatalogException" and "Table with name" in str(exc)  # DuckDB
 
 
 def create_tables(db: Db, ddl: Sequence[str]) -> None:
@@ -178,30 +231,38 @@ def create_tables(db: Db, ddl: Sequence[str]) -> None:
 
 def fence_table_exists(db: Db) -> bool:
     """Whether the fence table was created here yet (it is made at the first token)."""
-    sql = (
-        f"SELECT to_regclass('{FENCE_TABLE}') IS NOT NULL"
-        if db.dialect.is_postgres
-        else f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{FENCE_TABLE}'"
-    )
+    if db.dialect.is_postgres:
+        sql = f"SELECT to_regclass('{FENCE_TABLE}') IS NOT NULL"
+    elif db.dialect.name == "sqlite":
+        sql = f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{FENCE_TABLE}'"
+    else:
+        schema = "DATABASE()" if db.dialect.is_mysql else "current_schema()"
+        sql = (
+            f"SELECT count(*) FROM information_schema.tables WHERE table_name = '{FENCE_TABLE}' "
+            f"AND table_schema = {schema}"
+        )
     return bool(db.execute(sql).fetchone()[0])
 
 
 def ensure_fence_table(db: Db) -> None:
     """Create the fence table if needed."""
-    create_tables(db, [_DDL[db.dialect.name]])
+    name = db.dialect.name
+    create_tables(db, [_DDL[name] if name in _DDL else _portable(name, "ddl")])
 
 
 def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
     """Issue the next token for (slot, target) to ``attempt``, in a transaction of its own."""
     params = slot_params(slot, target) | _attempt_params(attempt)
+    issue = _issue_row_locked if db.dialect.is_mysql else _issue_row
     try:
         # One statement, one round trip: the token is visible to every other attempt at once.
-        row = db.execute_alone(ISSUE_STATEMENT, params).fetchone()
+        row = issue(db, params)
     except Exception as exc:
         if not is_missing_table(exc):
             raise
+        db.rollback()
         ensure_fence_table(db)
-        row = db.execute_alone(ISSUE_STATEMENT, params).fetchone()
+        row = issue(db, params)
     # No row issued: a newer try holds the slot, or it is committed. Reading why is a second
     # statement; if the row moved on in between, the attempt is refused all the same.
     if row is not None:
@@ -212,6 +273,28 @@ def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
     if state.committed is not None and state.issued_try <= attempt.try_number:
         return Issue(token=None, already_committed=state.committed)
     return Issue(token=None, newer=state)
+
+
+def _issue_row(db: Db, params: dict[str, Any]) -> Any:
+    """PostgreSQL, SQLite, DuckDB: ``ISSUE_STATEMENT`` alone, one round trip."""
+    return db.execute_alone(ISSUE_STATEMENT, params).fetchone()
+
+
+def _issue_row_locked(db: Db, params: dict[str, Any]) -> Any:
+    """MySQL/MariaDB: ``_MYSQL_ISSUE`` in autocommit; (token,) or None when refused."""
+    too_long = [
+        k for k in ("dag_id", "task_id", "slot_partition", "target") if len(str(params[k])) > MYSQL_KEY_CHARS
+    ]
+    if too_long:
+        raise ConfigurationError(
+            f"The fence key {', '.join(f'{k}={params[k]!r}' for k in too_long)} is longer than "
+            f"{MYSQL_KEY_CHARS} characters, the most a MySQL/MariaDB fence row can key on; shorten "
+            "it (slot_partition= or the target name)."
+        )
+    with db.autocommit():
+        cursor = db.execute(_portable(db.dialect.name, "issue"), params)
+    token = int(cursor.lastrowid or 0)
+    return (token,) if token else None
 
 
 def commit_statement(slot: Slot, target: str, attempt: Attempt, token: int) -> tuple[str, dict[str, Any]]:
@@ -231,11 +314,14 @@ def commit_token(db: Db, slot: Slot, target: str, attempt: Attempt, token: int) 
     attempt holds the slot (the caller must roll back).
     """
     params = slot_params(slot, target) | _attempt_params(attempt) | {"token": token}
+    if db.dialect.is_duckdb:  # its cursor has no rowcount: the UPDATE returns the count
+        return int(db.execute(_COMMIT, params).fetchone()[0]) == 1
     return int(db.execute(_COMMIT, params).rowcount) == 1
 
 
 def record_rejection(db: Db, slot: Slot, target: str) -> None:
     """Count a rejected stale write on the fence row, in a transaction of its own."""
+
     db.begin()
     try:
         db.execute(_REJECT, slot_params(slot, target))

@@ -3,6 +3,7 @@
 :mod:`~airflow_crashsafe.testing.vendor` (payment vendors with and without idempotency keys),
 :mod:`~airflow_crashsafe.testing.http` (an HTTP server answering from your function),
 :mod:`~airflow_crashsafe.testing.postgres` (a throwaway PostgreSQL cluster),
+:mod:`~airflow_crashsafe.testing.mariadb` (a throwaway MariaDB server: ``start_server``),
 :class:`RecordingSink` (an alert sink that keeps what it is sent),
 :func:`record_metrics` (what reaches Airflow's metrics backend) and
 :func:`fake_context` (a task context made of plain objects).

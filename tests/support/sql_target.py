@@ -14,7 +14,7 @@ class SqlTarget:
 
     conn_id: str
     url: str
-    dialect: str  # "postgresql" | "sqlite"
+    dialect: str  # "postgresql" | "sqlite" | "mariadb" | "duckdb"
 
     @property
     def is_postgres(self) -> bool:
@@ -46,6 +46,13 @@ class SqlTarget:
     def has_table(self, name: str) -> bool:
         if self.is_postgres:
             return self.rows(f"SELECT to_regclass('{name}') IS NOT NULL") == [(True,)]
+        if self.dialect in ("mariadb", "duckdb"):
+            schema = "DATABASE()" if self.dialect == "mariadb" else "current_schema()"
+            found = (
+                f"SELECT 1 FROM information_schema.tables WHERE table_name = '{name}' "
+                f"AND table_schema = {schema}"
+            )
+            return bool(self.rows(found))
         return bool(self.rows(f"SELECT 1 FROM sqlite_master WHERE name = '{name}'"))
 
     def fence_rows(self) -> list[tuple[Any, ...]]:

@@ -14,7 +14,7 @@ from typing import Any
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.sql import checks, statements
 from airflow_crashsafe.sql.introspect import TableInfo, server_version
-from airflow_crashsafe.sql.plans import OpenTransaction, Params
+from airflow_crashsafe.sql.plans import OpenTransaction, Params, portable
 from airflow_crashsafe.sql.plans.source import describe_target, query_columns
 from airflow_crashsafe.sql.plans.values import check_parameters, check_sql
 from airflow_crashsafe.sql.quoting import Quoter, TableName, parse_table_name
@@ -50,6 +50,7 @@ class MergePlan:
     key: list[str]
     update: list[str] | None
     parameters: Params
+    allow_nondeterministic: bool = False
 
     @classmethod
     def build(
@@ -81,13 +82,27 @@ class MergePlan:
         check_parameters(parameters, task_id)
         check_sql(sql, task_id)
         checks.check_deterministic(sql, allowed=allow_nondeterministic, operator=f"{operator} {task_id!r}")
-        return cls(task_id, conn_id, parse_table_name(target_table), sql, key, update, parameters)
+        return cls(
+            task_id,
+            conn_id,
+            parse_table_name(target_table),
+            sql,
+            key,
+            update,
+            parameters,
+            allow_nondeterministic,
+        )
 
     @property
     def target(self) -> str:
         return self.table.display()
 
     def prepare(self, db: Db) -> tuple[TableInfo, bool]:
+        if db.dialect.name in portable.PORTABLE and not self.allow_nondeterministic:
+            # build() checked the calls every dialect shares; these are the target dialect's own.
+            calls = portable.dialect_nondeterministic_calls(db.dialect.name, self.sql)
+            operator = f"NaturalKeyMergeOperator {self.task_id!r}"
+            checks.check_deterministic(self.sql, allowed=False, operator=operator, dialect_calls=calls)
         info = describe_target(db, self.table, self.conn_id)
         checks.check_natural_key(info, self.key, Quoter.for_db(db))
         if self.update is not None:
@@ -140,8 +155,19 @@ class MergePlan:
         program.result_keys = ["rows", "source_rows"]
 
     def transaction(self, tx: OpenTransaction, prepared: tuple[TableInfo, bool]) -> dict[str, Any]:
-        """SQLite: the same checks and upsert in the client-driven fenced transaction."""
+        """SQLite (MySQL/MariaDB, DuckDB: :mod:`.portable`): checks and upsert in the fenced transaction."""
         q = self._quoted(tx.db, prepared)
+        if tx.db.dialect.name in portable.PORTABLE:
+            columns = query_columns(tx.db, self.sql, self.parameters)
+
+            def check_keys(null_rows: int, dupes: list[Any]) -> None:
+                counts = int(dupes[0][-1]) if dupes else 0
+                checks.check_source_keys(self.key, null_rows, [r[:-1] for r in dupes], counts)
+
+            quoted = (q.qtable, q.qcols, q.qkey, q.qupdate)
+            return portable.merge(
+                tx, prepared[0], self.key, columns, quoted, self.sql, self.parameters, check_keys
+            )
         cur = tx.cursor
         cur.execute(f"DROP TABLE IF EXISTS {_SQLITE_TEMP}")
         binder = statements.Binder("sqlite", self.parameters)

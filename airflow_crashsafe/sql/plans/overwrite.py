@@ -16,7 +16,7 @@ from typing import Any
 from airflow_crashsafe.errors import ConfigurationError, PartitionMismatchError
 from airflow_crashsafe.sql import checks, statements
 from airflow_crashsafe.sql.introspect import TableInfo
-from airflow_crashsafe.sql.plans import OpenTransaction, Params
+from airflow_crashsafe.sql.plans import OpenTransaction, Params, portable
 from airflow_crashsafe.sql.plans.source import describe_target, query_columns
 from airflow_crashsafe.sql.plans.values import check_parameters, check_partition, check_sql
 from airflow_crashsafe.sql.quoting import Quoter, TableName, parse_table_name
@@ -107,7 +107,9 @@ class OverwritePlan:
         )
 
     def transaction(self, tx: OpenTransaction, prepared: TableInfo) -> dict[str, Any]:
-        """SQLite: the same overwrite in the client-driven fenced transaction."""
+        """SQLite (MySQL/MariaDB, DuckDB: :mod:`.portable`): the overwrite in the fenced transaction."""
+        if tx.db.dialect.name in portable.PORTABLE:
+            return self._portable(tx, prepared)
         if sqlite3.sqlite_version_info < (3, 35, 0):
             raise ConfigurationError(
                 f"SQLite {sqlite3.sqlite_version} lacks INSERT ... RETURNING, which the partition check "
@@ -127,6 +129,16 @@ class OverwritePlan:
         cur.execute(sql, binder.params())
         flags = cur.fetchall()
         inserted, outside = len(flags), sum(1 for (flag,) in flags if flag)
+        if outside:
+            raise self._mismatch(outside, inserted)
+        return {"rows": inserted, "deleted": deleted}
+
+    def _portable(self, tx: OpenTransaction, prepared: TableInfo) -> dict[str, Any]:
+        quoter = Quoter.for_db(tx.db)
+        qcols = quoter.idents(self._columns(tx.db, prepared))
+        inserted, deleted, outside = portable.overwrite(
+            tx, quoter.table(self.table), qcols, self.sql, self.parameters, self._predicate(quoter)
+        )
         if outside:
             raise self._mismatch(outside, inserted)
         return {"rows": inserted, "deleted": deleted}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.sql.plans import OpenTransaction, Params
+from airflow_crashsafe.sql.plans import OpenTransaction, Params, portable
 from airflow_crashsafe.sql.plans.values import check_parameters, check_sql
 from airflow_crashsafe.sql.unit_program import UnitFailure, UnitProgram, render_sql
 from airflow_crashsafe.store.dbapi import Db
@@ -42,34 +42,37 @@ class StatementsPlan:
         return cls(task_id, str(target), stmts, parameters)
 
     def prepare(self, db: Db) -> None:
-        """Nothing to check: the statements are the user's own."""
+        """The statements are the user's own; only one that would end the fence early is refused."""
+        portable.refuse_implicit_commits(db.dialect.name, self.stmts, self.task_id)
 
     def unit(self, program: UnitProgram, db: Db, prepared: None) -> None:
         fence = {"crashsafe_token": program.token, "crashsafe_try_number": program.try_number}
         for stmt in self.stmts:
-            params = self._params_with(stmt, fence, postgres=True)
+            params = self._params_with(stmt, fence, dialect="postgresql")
             program.execute(render_sql(db, stmt, params), count_as="rows", add=True)
         program.constants["statements"] = len(self.stmts)
 
     def transaction(self, tx: OpenTransaction, prepared: None) -> dict[str, Any]:
         rows = 0
         for stmt in self.stmts:
-            params = self._params_with(stmt, tx.params, postgres=tx.db.dialect.is_postgres)
+            params = self._params_with(stmt, tx.params, dialect=tx.db.dialect.name)
             if params is None:
                 tx.cursor.execute(stmt)
             else:
                 tx.cursor.execute(stmt, params)
-            rows += max(int(tx.cursor.rowcount), 0)
+            rows += portable.changed_rows(tx.db, tx.cursor)
         return {"rows": rows, "statements": len(self.stmts)}
 
     def data_error(self, failure: UnitFailure) -> Exception:
         return ConfigurationError(f"The statements of {self.task_id!r} failed a check ({failure.code}).")
 
-    def _params_with(self, stmt: str, fence: Mapping[str, Any], *, postgres: bool) -> Any:
+    def _params_with(self, stmt: str, fence: Mapping[str, Any], *, dialect: str) -> Any:
         """The user's mapping merged with the fence's values; a sequence as is."""
         if isinstance(self.parameters, Mapping):
             return {**self.parameters, **fence}
         if self.parameters is not None:
             return self.parameters
-        marker = "%(crashsafe_" if postgres else ":crashsafe_"
+        marker = {"postgresql": "%(crashsafe_", "mysql": "%(crashsafe_", "duckdb": "$crashsafe_"}.get(
+            dialect, ":crashsafe_"
+        )
         return dict(fence) if marker in stmt else None

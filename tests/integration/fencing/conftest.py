@@ -9,13 +9,13 @@ import pytest
 
 from airflow_crashsafe.store.dbapi import connect_url
 from airflow_crashsafe.store.store import Store
+from tests.support.engines import ENGINES
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=list(ENGINES))
 def target_url(request: pytest.FixtureRequest) -> str:
-    """URL of a fresh target database: a new PostgreSQL database, or a new SQLite file."""
-    fixture = "postgres_url" if request.param == "postgresql" else "sqlite_url"
-    url: str = request.getfixturevalue(fixture)
+    """URL of a fresh target database: a new PostgreSQL or MariaDB database, a new SQLite or DuckDB file."""
+    url: str = request.getfixturevalue(ENGINES[request.param])
     return url
 
 

@@ -16,6 +16,7 @@ from airflow_crashsafe.store.dbapi import Db, connect_url
 from airflow_crashsafe.store.fences import FenceState
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing.metrics import record_metrics
+from tests.support.engines import CONCURRENT_WRITERS, SERIAL_WRITERS
 from tests.support.fencing import (
     OUTPUT_TABLE,
     AttemptSpec,
@@ -71,7 +72,7 @@ def _rows(url: str) -> list[tuple[str, int, int | None]]:
         db.close()
 
 
-@pytest.mark.parametrize("target_url", ["postgresql"], indirect=True)  # SQLite: see the serial test
+@pytest.mark.parametrize("target_url", CONCURRENT_WRITERS, indirect=True)  # SQLite: the serial test
 def test_zombie_writing_after_newer_commit_is_fenced_out(
     attempt: Spawn, target_url: str, store: Store, dag_id: str
 ) -> None:
@@ -97,7 +98,7 @@ def test_zombie_writing_after_newer_commit_is_fenced_out(
     assert events[0]["detail"]["newest_try"] == 2
 
 
-@pytest.mark.parametrize("target_url", ["postgresql"], indirect=True)  # SQLite: see the serial test
+@pytest.mark.parametrize("target_url", CONCURRENT_WRITERS, indirect=True)  # SQLite: the serial test
 def test_zombie_starting_after_newer_try_is_fenced_at_start(
     attempt: Spawn, target_url: str, store: Store, dag_id: str
 ) -> None:
@@ -115,7 +116,7 @@ def test_zombie_starting_after_newer_try_is_fenced_at_start(
     assert [e["detail"]["stage"] for e in store.events(dag_id=dag_id, kinds=["fenced_out"])] == ["start"]
 
 
-@pytest.mark.parametrize("target_url", ["postgresql"], indirect=True)  # SQLite: see the serial test
+@pytest.mark.parametrize("target_url", CONCURRENT_WRITERS, indirect=True)  # SQLite: the serial test
 def test_same_try_started_twice_later_starter_wins(attempt: Spawn, target_url: str, dag_id: str) -> None:
     """Broker redelivery: of two processes running the same try, the later starter commits."""
     first, second = attempt("first", 1), attempt("second", 1)
@@ -233,10 +234,12 @@ def test_store_outage_does_not_fail_a_committed_write(
         writer_db.close()
 
 
+@pytest.mark.parametrize("target_url", SERIAL_WRITERS, indirect=True)
 def test_sqlite_serialises_overlapping_attempts_so_the_zombie_never_overwrites(
-    sqlite_url: str, store: Store
+    target_url: str, store: Store
 ) -> None:
-    """On SQLite a newer attempt waits for an open body; it then finds the slot committed, never stale."""
+    """On SQLite (and DuckDB) a newer attempt waits for an open body; it then finds the slot committed."""
+    sqlite_url = target_url
     setup = connect_url(sqlite_url)
     create_output_table(setup)
     setup.close()

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_crashsafe.store.store import reset_store_cache
 from tests.support.airflow_health import api_server_health, health_body
+from tests.support.engines import ENGINES
 from tests.support.sql_target import SqlTarget
 
 
@@ -16,6 +17,13 @@ from tests.support.sql_target import SqlTarget
 def target(request: pytest.FixtureRequest, airflow_conn: Callable[[str, str], str]) -> SqlTarget:
     """A fresh target database, defined as the Airflow connection ``crashsafe_target``."""
     url: str = request.getfixturevalue("postgres_url" if request.param == "postgresql" else "sqlite_url")
+    return SqlTarget(conn_id=airflow_conn("crashsafe_target", url), url=url, dialect=request.param)
+
+
+@pytest.fixture(params=list(ENGINES))
+def engine_target(request: pytest.FixtureRequest, airflow_conn: Callable[[str, str], str]) -> SqlTarget:
+    """A fresh target of every engine (PostgreSQL, SQLite, MariaDB, DuckDB) as ``crashsafe_target``."""
+    url: str = request.getfixturevalue(ENGINES[request.param])
     return SqlTarget(conn_id=airflow_conn("crashsafe_target", url), url=url, dialect=request.param)
 
 

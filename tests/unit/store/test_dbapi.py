@@ -36,9 +36,9 @@ def test_bad_sqlite_urls_are_configuration_errors(url: str) -> None:
 
 
 def test_unsupported_scheme_is_a_configuration_error() -> None:
-    """Only PostgreSQL and SQLite URLs are accepted."""
-    with pytest.raises(ConfigurationError, match="Unsupported database URL scheme 'mysql'"):
-        connect_url("mysql://u@h/db")
+    """Only PostgreSQL, SQLite, MySQL/MariaDB and DuckDB URLs are accepted."""
+    with pytest.raises(ConfigurationError, match="Unsupported database URL scheme 'oracle'"):
+        connect_url("oracle://u@h/db")
 
 
 @pytest.mark.parametrize("opened_by", ["url", "sqlite_hook"])

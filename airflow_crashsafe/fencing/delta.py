@@ -1,0 +1,185 @@
+"""Fencing a Delta Lake write with the table's own transaction protocol: no fence table needed.
+
+A Delta commit may carry ``txn`` actions, an application id and a version each, which the table
+keeps as its transaction state (``DeltaTable.transaction_version(app_id)``). That is a fence row
+the table maintains itself (docs/databases.md, "Delta Lake"):
+
+- the **slot** (and target) is the application id: ``crashsafe:<dag>/<task>/<map>/<partition>/<target>``;
+- the **fencing token** is the version, ordered as tokens are: clear generation, then try, then
+  the attempt's start time (so of two deliveries of one try the later starter wins):
+  ``clear << 52 | try << 40 | milliseconds since 2020 (40 bits)``;
+- **committed means done**: a recorded version of this clear generation means the slot is done;
+  a version above ours means a newer attempt holds the slot (``FencedOut``);
+- **the fence check** reads the version on the snapshot the write commits against, and the commit
+  is made with no retry: if any other commit lands in between, Delta's optimistic concurrency
+  refuses ours (``CommitFailedError``); we then read the version again, and a newer attempt's
+  commit makes ours ``FencedOut``, anything else is tried again on the new snapshot.
+
+delta-rs itself accepts a ``txn`` version lower than the table's (the protocol leaves that check
+to the writer), which is why the version is checked on the very snapshot that is committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_crashsafe.errors import FencedOut
+from airflow_crashsafe.fencing.events import record_event
+from airflow_crashsafe.identity import Attempt, Slot
+
+__all__ = ["DeltaFence", "DeltaOutcome", "delta_app_id", "delta_version", "describe_version"]
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(2020, 1, 1, tzinfo=timezone.utc)
+_MS_BITS, _TRY_BITS = 40, 12
+_MAX_ATTEMPTS = 5  # commits tried while unrelated commits (other partitions) keep landing first
+
+
+def delta_app_id(slot: Slot, target: str) -> str:
+    """The Delta transaction application id of (slot, target)."""
+    return f"crashsafe:{slot.dag_id}/{slot.task_id}/{slot.map_index}/{slot.partition}/{target}"
+
+
+def delta_version(attempt: Attempt) -> int:
+    """This attempt's fencing token as a Delta ``txn`` version (see the module doc)."""
+    started = (
+        attempt.started_at if attempt.started_at.tzinfo else attempt.started_at.replace(tzinfo=timezone.utc)
+    )
+    millis = int((started - _EPOCH).total_seconds() * 1000) & ((1 << _MS_BITS) - 1)
+    tries = min(attempt.try_number, (1 << _TRY_BITS) - 1)
+    return (attempt.clear_number << (_MS_BITS + _TRY_BITS)) | (tries << _MS_BITS) | millis
+
+
+def describe_version(version: int) -> str:
+    """``clear 0, try 2`` for a version made by :func:`delta_version`."""
+    clear = version >> (_MS_BITS + _TRY_BITS)
+    tries = (version >> _MS_BITS) & ((1 << _TRY_BITS) - 1)
+    return f"clear {clear}, try {tries}"
+
+
+@dataclass(frozen=True)
+class DeltaOutcome:
+    """What a fenced Delta write did: committed (with the table version) or skipped."""
+
+    skipped: bool
+    token: int
+    committed_by: str
+    table_version: int | None = None
+
+
+class DeltaFence:
+    """The fence of one attempt on one Delta table, for one slot and target."""
+
+    def __init__(
+        self,
+        uri: str,
+        slot: Slot,
+        target: str,
+        attempt: Attempt,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        self.uri = uri
+        self.slot = slot
+        self.target = target
+        self.attempt = attempt
+        self.storage_options = storage_options
+        self.app_id = delta_app_id(slot, target)
+        self.token = delta_version(attempt)
+
+    def _table(self) -> Any:
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.uri, storage_options=self.storage_options)
+
+    def _committed(self, recorded: int | None) -> bool:
+        same_generation = (
+            recorded is not None and recorded >> (_MS_BITS + _TRY_BITS) == self.attempt.clear_number
+        )
+        return same_generation and recorded is not None and recorded <= self.token
+
+    def _fenced_out(self, recorded: int, stage: str) -> FencedOut:
+        record_event(
+            "fenced_out",
+            self.slot,
+            self.target,
+            self.attempt,
+            self.token,
+            {"stage": stage, "newest_token": recorded, "delta_app_id": self.app_id},
+        )
+        return FencedOut(
+            f"Stale attempt {self.attempt.describe()} of {self.slot.describe()} (Delta table {self.uri}) "
+            f"was fenced out at {stage}: the table records a newer attempt ({describe_version(recorded)}) "
+            "for this slot. Nothing this attempt wrote was committed; the newer attempt's output "
+            "stands. No action needed unless this repeats.",
+            slot=self.slot,
+            token=self.token,
+            newest_token=recorded,
+        )
+
+    def write(self, commit: Callable[[Any, Any], None]) -> DeltaOutcome:
+        """Run ``commit(table, commit_properties)`` once per slot, fenced by the table's txn state.
+
+        ``commit`` must write to ``table`` (the snapshot just checked) with the given
+        ``commit_properties``; it is called again on a newer snapshot only when an unrelated
+        commit got in first.
+        """
+        from deltalake import CommitProperties, Transaction
+        from deltalake.exceptions import CommitFailedError
+
+        for _ in range(_MAX_ATTEMPTS):
+            table = self._table()
+            recorded = table.transaction_version(self.app_id)
+            if recorded is not None and self._committed(recorded) and recorded != self.token:
+                return self._skip(recorded)
+            if recorded is not None and recorded >= self.token:
+                if recorded == self.token:  # this very attempt committed (a retried call)
+                    return self._skip(recorded)
+                raise self._fenced_out(recorded, "start")
+            properties = CommitProperties(
+                app_transactions=[Transaction(self.app_id, self.token)],
+                custom_metadata={"crashsafe_attempt": self.attempt.describe()},
+                max_commit_retries=0,  # any commit landing first fails ours: then look again
+            )
+            try:
+                commit(table, properties)
+            except CommitFailedError:
+                latest = self._table().transaction_version(self.app_id)
+                if latest is not None and latest > self.token:
+                    raise self._fenced_out(latest, "commit") from None
+                log.info("crashsafe: another commit to %s landed first; trying again on it", self.uri)
+                continue
+            version = int(self._table().version())
+            record_event(
+                "committed", self.slot, self.target, self.attempt, self.token, {"delta_version": version}
+            )
+            log.info(
+                "crashsafe: committed %s to Delta table %s as %s (txn %s = %s, table version %s).",
+                self.slot.describe(),
+                self.uri,
+                self.attempt.describe(),
+                self.app_id,
+                self.token,
+                version,
+            )
+            return DeltaOutcome(False, self.token, self.attempt.describe(), version)
+        raise RuntimeError(
+            f"Delta table {self.uri}: {_MAX_ATTEMPTS} commits in a row lost to other writers; retry the task."
+        )
+
+    def _skip(self, recorded: int) -> DeltaOutcome:
+        by = f"{describe_version(recorded)} (Delta txn {self.app_id} = {recorded})"
+        record_event(
+            "skipped_committed", self.slot, self.target, self.attempt, None, {"delta_version": recorded}
+        )
+        log.info(
+            "crashsafe: %s was already committed to Delta table %s by %s; not writing again.",
+            self.slot.describe(),
+            self.uri,
+            by,
+        )
+        return DeltaOutcome(True, recorded, by)
