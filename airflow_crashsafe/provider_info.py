@@ -19,7 +19,11 @@ PACKAGE_NAME = "airflow-crashsafe"
 VERSION = "0.1.0"
 INTEGRATION = "Crashsafe"
 DOCS_URL = "https://github.com/airflow-crashsafe/airflow-crashsafe/blob/main/docs/design.md"
-OPERATOR_MODULES = ("airflow_crashsafe.operators.sql", "airflow_crashsafe.operators.http")
+OPERATOR_MODULES = (
+    "airflow_crashsafe.operators.sql",
+    "airflow_crashsafe.operators.http",
+    "airflow_crashsafe.operators.delta",
+)
 SENSOR_MODULES = ("airflow_crashsafe.sensors.heartbeat",)
 TRIGGER_MODULES = ("airflow_crashsafe.triggers.unit", "airflow_crashsafe.triggers.admission")
 
