@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_crashsafe import config
@@ -34,11 +35,13 @@ from airflow_crashsafe.triggers.admission import RecoveryAdmissionTrigger
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-__all__ = ["AdmissionResume", "RecoveryAdmissionMixin"]
+__all__ = ["UNANSWERED", "AdmissionResume", "RecoveryAdmissionMixin"]
 
 log = logging.getLogger(__name__)
 #: The method a deferral for a recovery place resumes in.
 RESUME_METHOD = "resume_after_admission"
+#: :attr:`AdmissionResume.status` of a deferral the triggerer never answered (Airflow timed it out).
+UNANSWERED = "unanswered"
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class AdmissionResume:
 
     :ivar holder: its row in the admission table (waiting, or admitted while it was deferred).
     :ivar arrived: UNIX time it first asked (its rank and the total wait start there).
-    :ivar status: the trigger's verdict: ``admitted``, ``timeout``, or None (no event).
+    :ivar status: the trigger's verdict: ``admitted``, ``timeout``, ``unanswered`` (Airflow timed the
+        deferral out: the triggerer heartbeats but ran no trigger), or None (no event).
     :ivar place: the place won, when admitted.
     """
 
@@ -55,6 +59,11 @@ class AdmissionResume:
     arrived: float
     status: str | None = None
     place: int | None = None
+
+    @classmethod
+    def unanswered(cls) -> AdmissionResume:
+        """The deferral timed out unanswered: its waiting row died with it (holder 0: no row)."""
+        return cls(holder=0, arrived=time.time(), status=UNANSWERED)
 
     @classmethod
     def after_trigger(cls, admission: Mapping[str, Any], event: Mapping[str, Any] | None) -> AdmissionResume:
@@ -156,18 +165,19 @@ class RecoveryAdmissionMixin:
                 if resumed is not None:  # admission was turned off meanwhile: free the row now
                     self._give_back(resumed.holder)
                 return None
-            if resumed is not None:
+            if resumed is not None and resumed.status != UNANSWERED:
                 outcome = self._after_trigger(asking, resumed)
             else:
                 outcome = self._first_ask(asking)
                 if isinstance(outcome, tuple):
-                    health = triggerer_health()
-                    if not health.alive:  # a deferral would never resume: wait here instead
+                    # A deferral would never resume, or the last one was never answered: wait here.
+                    why = "the triggerer did not answer the last wait (it heartbeats but runs no trigger?)"
+                    if resumed is None:
+                        health = triggerer_health()
+                        why = "" if health.alive else f"no live triggerer ({health.reason})"
+                    if why:
                         release(asking.store, outcome[0])
-                        log.warning(
-                            "crashsafe: no live triggerer (%s); waiting for a recovery place in the worker.",
-                            health.reason,
-                        )
+                        log.warning("crashsafe: %s; waiting for a recovery place in the worker.", why)
                         return wait_for_place(asking, config.recovery_wait_seconds())
         except ConfigurationError:
             raise
@@ -229,4 +239,7 @@ class RecoveryAdmissionMixin:
             ),
             method_name=RESUME_METHOD,
             kwargs={"admission": {"holder": holder, "arrived": arrived}},
+            # The trigger answers by give_up_at; a triggerer that never answers is timed out by
+            # Airflow, and the re-run resumes with AdmissionResume.unanswered() to wait in the worker.
+            timeout=timedelta(seconds=config.recovery_wait_seconds() + config.triggerer_answer_seconds()),
         )

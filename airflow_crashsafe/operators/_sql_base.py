@@ -185,7 +185,7 @@ class FencedSQLBase(SQLLineageMixin, RecoveryAdmissionMixin, BaseOperator):
                 "crashsafe: the triggerer did not answer the wait for the in-flight unit in time "
                 "(it heartbeats but runs no trigger?); going on without it."
             )
-            return self._write(context, Resume(triggerer_silent=True))
+            return self._write(context, Resume(triggerer_silent=True), AdmissionResume.unanswered())
         return super().resume_execution(next_method, next_kwargs, context)
 
     def default_recovery_resource(self) -> str:

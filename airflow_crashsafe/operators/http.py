@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 
 from airflow_crashsafe.admission.operator import AdmissionResume, RecoveryAdmissionMixin
 from airflow_crashsafe.admission.rules import Deadline
@@ -210,6 +211,14 @@ class IdempotentHttpOperator(RecoveryAdmissionMixin, BaseOperator):
         # Before the ledger: a re-run killed while it waits for a place has recorded nothing.
         with self.recovery_place(context, admission):
             return self._call(context, session, url, policy, on_unknown, undeclared=undeclared)
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """A wait for a recovery place that the triggerer never answered (Airflow timed the deferral
+        out) does not fail the task: the re-run waits for its place in the worker, bounded."""
+        timed_out = (next_kwargs or {}).get("error") == TriggerFailureReason.TRIGGER_TIMEOUT.value
+        if next_method == TRIGGER_FAIL_REPR and timed_out:
+            return self.execute_admitted(context, AdmissionResume.unanswered())
+        return super().resume_execution(next_method, next_kwargs, context)
 
     def default_recovery_resource(self) -> str:
         return self.http_conn_id

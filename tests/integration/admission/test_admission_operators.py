@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_crashsafe.admission import recovery_admission
@@ -211,3 +212,19 @@ def test_without_a_triggerer_a_rerun_waits_for_its_place_in_the_worker(
         _load(target).execute(context)  # no TaskDeferred: waited in the worker, then went ahead
     assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
     assert _rows(store, "warehouse") == []
+
+
+def test_a_wait_the_triggerer_never_answered_goes_on_in_the_worker(
+    store: Store, target: SqlTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deferral for a place that Airflow timed out (stalled triggerer) waits here, then writes."""
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__RECOVERY_WAIT_SECONDS", "1")
+    context = fake_context(task_id="load_revenue", try_number=2)
+    with _budget_full(store, "warehouse"):
+        deferred = _deferred(lambda: _load(target).execute(context))
+        assert deferred.timeout is not None  # Airflow ends the deferral if no triggerer answers
+        timed_out = {"error": TriggerFailureReason.TRIGGER_TIMEOUT.value}
+        _load(target).resume_execution(TRIGGER_FAIL_REPR, timed_out, context)  # no TaskDeferred again
+        assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
+    # Left: only the unanswered deferral's waiting row, which dies when its lease passes unrenewed.
+    assert [r["state"] for r in _rows(store, "warehouse")] == ["waiting"]
