@@ -135,8 +135,10 @@ def test_a_replay_reaches_a_real_statsd_listener(store: Store, monkeypatch: pyte
                         fx.done("r-1")
             packet = listener.recv(1024).decode()
         finally:
-            with record_metrics():
-                pass  # puts back the backend [metrics] configures
             for backend in made:
                 backend.statsd.close()
+            for option in ("STATSD_ON", "STATSD_HOST", "STATSD_PREFIX", "STATSD_PORT"):
+                monkeypatch.delenv(f"AIRFLOW__METRICS__{option}")  # or the restored backend is StatsD too
+            with record_metrics():
+                pass  # puts back the backend [metrics] configures
     assert packet == "airflow.crashsafe.ledger.replayed:1|c"

@@ -157,10 +157,17 @@ def test_openapi_schema_describes_the_json_api(server: Server, tokens: dict[str,
         "/api/ledger",
         "/api/fences",
         "/api/runs-at-risk",
+        "/api/risk",
     }
-    assert {"Overview", "DuplicateList", "Timeline", "LedgerList", "EventList", "RunsAtRisk"} <= set(
-        schema["components"]["schemas"]
-    )
+    assert {
+        "Overview",
+        "DuplicateList",
+        "Timeline",
+        "LedgerList",
+        "EventList",
+        "RunsAtRisk",
+        "RiskList",
+    } <= set(schema["components"]["schemas"])
 
 
 def test_plugin_lists_the_nav_item_and_the_task_instance_tab(server: Server, tokens: dict[str, str]) -> None:
