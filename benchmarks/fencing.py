@@ -69,7 +69,8 @@ class NullStore:
         return None
 
 
-def _context(task_id: str) -> dict[str, Any]:
+def bench_context(task_id: str) -> dict[str, Any]:
+    """A task context of plain objects: what the fence reads its slot and attempt from."""
     ti = SimpleNamespace(
         dag_id="bench", task_id=task_id, run_id="bench", map_index=-1, try_number=1, id=str(uuid.uuid4())
     )
@@ -88,11 +89,16 @@ def _body(cur: Any, rows: int) -> None:
         )
 
 
-def _plain(db: Db, rows: int) -> Step:
+Body = Callable[[Any, int], None]
+
+
+def plain_step(db: Db, rows: int, body: Body) -> Step:
+    """The write ``body`` in a plain transaction: the baseline every fenced variant is paired with."""
+
     def run() -> None:
         db.begin()
         try:
-            _body(db.raw.cursor(), rows)
+            body(db.raw.cursor(), rows)
             db.commit()
         except BaseException:
             db.rollback()
@@ -101,19 +107,29 @@ def _plain(db: Db, rows: int) -> Step:
     return run
 
 
-def _fenced(db: Db, rows: int, store: Any) -> Step:
+def fenced_step(db: Db, rows: int, store: Any, body: Body) -> Step:
+    """The same ``body`` inside ``fenced_transaction`` (a fresh slot each run, so none is skipped)."""
+
     def run() -> None:
         with fenced_transaction(
             "bench",
             TABLE,
-            context=_context(f"overwrite_{rows}"),
+            context=bench_context(f"overwrite_{rows}"),
             slot_partition=uuid.uuid4().hex,
             db=db,
             store=store,
         ) as tx:
-            _body(tx.cursor, rows)
+            body(tx.cursor, rows)
 
     return run
+
+
+def _plain(db: Db, rows: int) -> Step:
+    return plain_step(db, rows, _body)
+
+
+def _fenced(db: Db, rows: int, store: Any) -> Step:
+    return fenced_step(db, rows, store, _body)
 
 
 def _fresh_table(db: Db, rows: int) -> Step:
@@ -163,7 +179,7 @@ def _operator_steps(target: str, rows: int) -> tuple[Step, Step] | None:
             sql=f"SELECT 'p' AS part, g AS id, g * 1.5 AS v FROM generate_series(1, {int(rows)}) g",
             slot_partition=uuid.uuid4().hex,
         )
-        op.execute(_context(f"op_{rows}"))
+        op.execute(bench_context(f"op_{rows}"))
 
     return plain_own_connection, operator
 
@@ -211,7 +227,7 @@ def _round_trip(db: Db, reps: int) -> float:
 
 def _stages(db: Db, store: Any, rows: int, prepare: Step | None) -> dict[str, float]:
     """fenced_transaction's stages, timed one by one (same calls, same order), then plain's."""
-    ctx = _context(f"stages_{rows}")
+    ctx = bench_context(f"stages_{rows}")
     slot, attempt = slot_from_context(ctx, uuid.uuid4().hex), attempt_from_context(ctx)
     if prepare:
         prepare()

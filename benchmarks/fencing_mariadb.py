@@ -25,29 +25,25 @@ import logging
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from airflow_crashsafe.fencing import fenced_transaction
 from airflow_crashsafe.store.dbapi import Db, connect_url
 from airflow_crashsafe.store.store import Store
-from benchmarks.fencing import AA, TARGET_ADDED_MS_1_ROW, TARGET_ADDED_PCT_100K, NullStore
+from benchmarks.fencing import (
+    AA,
+    TARGET_ADDED_MS_1_ROW,
+    TARGET_ADDED_PCT_100K,
+    NullStore,
+    fenced_step,
+    plain_step,
+)
 from benchmarks.paired import Comparison, Summary, ci_text, load_average, pct, print_table, run_pairs, verdict
 
 TABLE = "bench_fact"
 FENCED = "fenced (store: SQLite file)"
 NO_EVENT = "fenced (no store event)"
 Step = Any
-
-
-def _context(task_id: str) -> dict[str, Any]:
-    from types import SimpleNamespace
-
-    ti = SimpleNamespace(
-        dag_id="bench", task_id=task_id, run_id="bench", map_index=-1, try_number=1, id=str(uuid.uuid4())
-    )
-    return {"ti": ti, "dag_run": SimpleNamespace(logical_date=None, clear_number=0, run_id="bench")}
 
 
 def body(cur: Any, rows: int) -> None:
@@ -57,34 +53,6 @@ def body(cur: Any, rows: int) -> None:
         cur.execute(f"INSERT INTO {TABLE} (part, id, v) VALUES (%s, %s, %s)", ("p", 1, 1.0))
     else:
         cur.execute(f"INSERT INTO {TABLE} (part, id, v) SELECT 'p', seq, seq * 1.5 FROM seq_1_to_{int(rows)}")
-
-
-def plain(db: Db, rows: int) -> Step:
-    def run() -> None:
-        db.begin()
-        try:
-            body(db.raw.cursor(), rows)
-            db.commit()
-        except BaseException:
-            db.rollback()
-            raise
-
-    return run
-
-
-def fenced(db: Db, rows: int, store: Any) -> Step:
-    def run() -> None:
-        with fenced_transaction(
-            "bench",
-            TABLE,
-            context=_context(f"overwrite_{rows}"),
-            slot_partition=uuid.uuid4().hex,
-            db=db,
-            store=store,
-        ) as tx:
-            body(tx.cursor, rows)
-
-    return run
 
 
 def fresh_table(db: Db, rows: int) -> Step:
@@ -114,9 +82,11 @@ def setup(url: str) -> None:
 
 
 def comparisons(db: Db, rows: int, stores: dict[str, Any]) -> list[Comparison]:
-    base = plain(db, rows)
-    comps = [Comparison(AA, base, plain(db, rows))]
-    return comps + [Comparison(name, base, fenced(db, rows, store)) for name, store in stores.items()]
+    base = plain_step(db, rows, body)
+    comps = [Comparison(AA, base, plain_step(db, rows, body))]
+    return comps + [
+        Comparison(name, base, fenced_step(db, rows, store, body)) for name, store in stores.items()
+    ]
 
 
 def print_targets(big: int, one: dict[str, Summary], many: dict[str, Summary], out: dict[str, Any]) -> None:
