@@ -94,12 +94,8 @@ class Component:
 
     def kill_group(self) -> None:
         """SIGKILL the component's whole process group (cleanup)."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
+        if self.proc is not None:
+            kill_process_group(self.proc)
 
     def wait_success(self, timeout: float) -> None:
         """Wait for a one-shot command (``db migrate``) to exit 0; RuntimeError with its log's tail if not."""
@@ -168,6 +164,14 @@ def health(api_url: str, timeout: float = 3.0) -> dict[str, object] | None:
             return dict(json.loads(resp.read()))
     except (OSError, urllib.error.URLError, ValueError):
         return None
+
+
+def kill_process_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``proc``'s whole process group (started with ``start_new_session``) and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
 
 
 def wait_until(

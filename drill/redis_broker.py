@@ -7,10 +7,8 @@ AOF; the directory only holds its log.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -18,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drill.airflow_home import free_port
+from drill.components import kill_process_group
 
 __all__ = ["RedisBroker", "find_redis_server"]
 
@@ -81,8 +80,5 @@ class RedisBroker:
         """SIGKILL it; nothing in it is worth keeping."""
         if self.proc is None:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
+        kill_process_group(self.proc)
         self.proc = None
