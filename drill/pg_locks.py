@@ -32,6 +32,13 @@ SELECT a.pid, a.client_port, a.state,
 FROM pg_stat_activity a LEFT JOIN pg_locks l ON l.pid = a.pid LEFT JOIN pg_class c ON c.oid = l.relation
 WHERE a.pid = %s GROUP BY a.pid, a.client_port, a.state, a.xact_start, a.state_change
 """
+#: Seconds from the newest scheduler heartbeat to the begin of backend %s's transaction.
+_BEGAN_AFTER_HEARTBEAT = """
+SELECT EXTRACT(EPOCH FROM a.xact_start - max(j.latest_heartbeat))
+FROM pg_stat_activity a, job j
+WHERE a.pid = %s AND j.job_type = 'SchedulerJob' AND j.latest_heartbeat <= a.xact_start
+GROUP BY a.xact_start
+"""
 _TI_STATES = "SELECT COALESCE(state, 'none'), count(*) FROM task_instance WHERE dag_id = %s GROUP BY 1"
 
 
@@ -95,6 +102,15 @@ class MetadataProbe:
             return None
         age, idle = (None if v is None else float(v) for v in (row[3], row[4]))
         return Backend(int(row[0]), row[1], str(row[2]), age, idle, tuple(sorted(row[5])), bool(row[6]))
+
+    def began_after_heartbeat(self, pid: int) -> float | None:
+        """Seconds between the last scheduler heartbeat before backend ``pid``'s transaction and its begin.
+
+        The scheduler heartbeats after its critical section, so on a loaded host its last
+        transaction may begin long after its last heartbeat: the watchdog's proof must allow it.
+        """
+        row = self.conn.execute(_BEGAN_AFTER_HEARTBEAT, (pid,)).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
 
     def ti_states(self, dag_id: str) -> dict[str, int]:
         """How many task instances of ``dag_id`` are in each state (``none`` for NULL)."""

@@ -142,6 +142,7 @@ class Wedge:
         f = self.fact
         f.backend_pid, f.backend_state, f.backend_age = backend.pid, backend.state, backend.transaction_age
         f.locks, f.advisory_lock = list(backend.locks), backend.advisory_lock
+        f.began_after_heartbeat = self.probe.began_after_heartbeat(backend.pid)
         if backend.client_port is not None:
             f.socket_holders = len(socket_holders(backend.client_port, self.processes()))
 

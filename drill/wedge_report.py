@@ -62,6 +62,8 @@ class WedgeFact:
     backend_age: float | None = None
     locks: list[str] = field(default_factory=list)
     advisory_lock: bool = False
+    #: Seconds from the killed scheduler's last heartbeat to the begin of its orphaned transaction.
+    began_after_heartbeat: float | None = None
     #: Surviving processes the dead scheduler forked that still hold the session's socket.
     socket_holders: int = 0
     tasks: int = 0
@@ -167,7 +169,8 @@ def section(facts: DrillFacts) -> list[str]:
     locks = _locks(w)
     lines = [
         f"SIGKILL landed inside the scheduler's critical section on try {w.tries} ({w.kills} kill(s)); "
-        f"backend {w.backend_pid} held: {locks or '?'}.",
+        f"backend {w.backend_pid} held: {locks or '?'}; its transaction began "
+        f"{_s(w.began_after_heartbeat)} after the scheduler's last heartbeat.",
         f"Plain phase: the restarted scheduler heartbeats; waited {w.give_up:.0f} s for it to queue "
         f"the {w.tasks} reset tasks.",
     ]

@@ -16,10 +16,13 @@ what ``pg_stat_activity`` and the ``job`` table show:
 2. every live scheduler (``job`` row ``running``, heartbeat fresher than the heartbeat threshold)
    started more than :data:`CLOCK_MARGIN` seconds after the transaction began: no scheduler owns a
    transaction begun before it existed;
-3. the transaction began while a scheduler that is now dead was running: no earlier than its
-   ``start_date`` and no later than its last heartbeat plus the heartbeat threshold; and the
-   session was opened during that scheduler's life (at most :data:`STARTUP_MARGIN` seconds before
-   its job started), so a session of a process older than it (an api-server, say) is never its.
+3. the session was opened while a scheduler that is now dead was alive — no earlier than
+   :data:`STARTUP_MARGIN` seconds before its job started, no later than its last heartbeat plus
+   the heartbeat threshold — and the transaction began after that scheduler started. A session
+   of a process older than it (an api-server, say) is never its. The transaction's begin is not
+   bounded by the dead scheduler's last heartbeat: the scheduler heartbeats once per loop, after
+   the critical section, so on a loaded host its last transaction can begin well after its last
+   heartbeat; rule 2 already bounds it from above.
 
 With no live scheduler at all there is no successor to unblock: that is "scheduler dead", whose
 alert lists such sessions. With an HA replica that started before the transaction, ownership
@@ -169,16 +172,16 @@ def prove_orphaned(
     for job in schedulers:
         if job in live or job.start_date is None or job.latest_heartbeat is None:
             continue
-        during = job.start_date - margin <= tx.xact_start <= job.latest_heartbeat + slack
-        if during and tx.backend_start >= job.start_date - startup:
+        opened_during = job.start_date - startup <= tx.backend_start <= job.latest_heartbeat + slack
+        if opened_during and tx.xact_start >= job.start_date - margin:
             verdict = (
-                f"began at {tx.xact_start.isoformat()} while scheduler job {job.job_id} on "
+                f"opened at {tx.backend_start.isoformat()} while scheduler job {job.job_id} on "
                 f"{job.hostname} ran (last heartbeat {job.latest_heartbeat.isoformat()}, now dead), "
-                "before every live scheduler started"
+                f"began at {tx.xact_start.isoformat()}, before every live scheduler started"
             )
             return replace(tx, owner=job, live=live, verdict=verdict)
     return replace(
-        tx, live=live, verdict="no scheduler that is now dead was running when it began and opened it"
+        tx, live=live, verdict="no scheduler that is now dead was running when it was opened"
     )
 
 
@@ -225,7 +228,7 @@ class WedgeWatch:
         if not rows:
             return (), notes
         found = [_from_row(row, database) for row in rows]
-        since = min(tx.xact_start for tx in found) - timedelta(seconds=self.heartbeat_threshold)
+        since = min(tx.backend_start for tx in found) - timedelta(seconds=self.heartbeat_threshold)
         schedulers = pg_sessions.scheduler_jobs(conn, since)
         judged = [prove_orphaned(tx, schedulers, now, self.heartbeat_threshold) for tx in found]
         if self.heal:

@@ -46,13 +46,21 @@ def test_proven_orphan_names_its_dead_scheduler() -> None:
     assert "scheduler job 1" in judged.verdict
 
 
+def test_transaction_begun_long_after_the_last_heartbeat_is_still_the_dead_schedulers() -> None:
+    """A loop slowed by load: the last transaction began 40 s after the last heartbeat; still proven."""
+    slow = scheduler(1, BEGAN - timedelta(hours=2), BEGAN - timedelta(seconds=40), state="failed")
+    judged = prove_orphaned(session(), [RESTARTED, slow], NOW, 10)
+    assert judged.owner == slow
+    assert "scheduler job 1" in judged.verdict
+
+
 @pytest.mark.parametrize(
     ("schedulers", "why"),
     [
         ([DEAD], "no live scheduler"),
         ([scheduler(3, BEGAN - timedelta(minutes=1), NOW), RESTARTED, DEAD], "may own it"),
         ([scheduler(3, BEGAN + timedelta(seconds=0.5), NOW), DEAD], "may own it"),  # within the clock margin
-        ([RESTARTED, scheduler(1, BEGAN - timedelta(hours=2), BEGAN - timedelta(minutes=5))], "no scheduler"),
+        ([RESTARTED, scheduler(1, BEGAN - timedelta(hours=2), BEGAN - timedelta(hours=1.5))], "no scheduler"),
         ([RESTARTED, scheduler(1, BEGAN - timedelta(minutes=30), BEGAN, state="failed")], "no scheduler"),
     ],
     ids=[
