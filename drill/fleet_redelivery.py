@@ -18,12 +18,14 @@ message ("Task already running elsewhere, ignoring redelivered message").
 from __future__ import annotations
 
 import argparse
+import re
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drill import dags
 from drill.components import wait_until
-from drill.fleet import HOST_A, HOST_B, HOST_B_PREFIXES, Fleet
+from drill.fleet import HOST_A, HOST_B, Fleet
 from drill.fleet_report import FleetFact
 
 if TYPE_CHECKING:
@@ -31,10 +33,12 @@ if TYPE_CHECKING:
     from drill.fleet_scenarios import FleetScenario
     from drill.session import DrillSession
 
-__all__ = ["REDELIVERY_VISIBILITY", "after_loss", "guard_counts", "receive_then_lose"]
+__all__ = ["REDELIVERY_VISIBILITY", "after_loss", "guard_counts", "log_offsets", "receive_then_lose"]
 
 #: The broker's visibility timeout in (e), s: an unacknowledged message is delivered again after it.
 REDELIVERY_VISIBILITY = 20
+#: How long after its first message worker-b may wait for the others before it is killed, s.
+HOLD_SECONDS = 15
 #: Log lines that count each path a delivery took (summed over every log of the drill).
 MARKERS = {
     "received": "Executing workload in Celery",
@@ -44,37 +48,50 @@ MARKERS = {
 }
 
 
-def guard_counts(fleet: Fleet) -> dict[str, dict[str, int]]:
-    """log -> marker -> count, over the workers' and the api-server's logs."""
+def _logs(fleet: Fleet) -> list[Path]:
+    return [
+        path
+        for path in sorted(fleet.home.logs.glob("*.log"))
+        if path.name.startswith(("worker-", "api-server"))
+    ]
+
+
+def log_offsets(fleet: Fleet) -> dict[str, int]:
+    """Where each worker and api-server log ends now: :func:`guard_counts` counts only what follows."""
+    return {path.name: path.stat().st_size for path in _logs(fleet)}
+
+
+def guard_counts(fleet: Fleet, since: dict[str, int]) -> dict[str, dict[str, int]]:
+    """log -> marker -> count, over the workers' and the api-server's logs past ``since``."""
     found: dict[str, dict[str, int]] = {}
-    for path in sorted(fleet.home.logs.glob("*.log")):
-        if not path.name.startswith(("worker-", "api-server")):
-            continue
-        text = path.read_text(errors="replace")
+    for path in _logs(fleet):
+        with path.open("rb") as log:
+            log.seek(since.get(path.name, 0))
+            text = log.read().decode(errors="replace")
         counts = {name: text.count(marker) for name, marker in MARKERS.items() if marker in text}
         if counts:
             found[path.name] = counts
     return found
 
 
-def _received(fleet: Fleet) -> int:
-    host = fleet.hosts[HOST_B]
+_WORKLOAD = re.compile(r"task_id='([^']+)', dag_id='([^']+)', run_id='[^']*', try_number=(\d+)")
+
+
+def _received(fleet: Fleet) -> dict[str, set[str]]:
+    """dag_id -> the tasks whose message worker-b received (its worker's log, this boot)."""
+    held: dict[str, set[str]] = {}
     try:
-        return host.component.log_path.read_text(errors="replace").count(MARKERS["received"])
+        text = fleet.hosts[HOST_B].component.log_path.read_text(errors="replace")
     except OSError:
-        return 0
+        return held
+    for line in text.splitlines():
+        if MARKERS["received"] in line and (found := _WORKLOAD.search(line)):
+            held.setdefault(found.group(2), set()).add(found.group(1))
+    return held
 
 
-def _hit_tasks(scenario: FleetScenario) -> dict[str, list[str]]:
-    """dag_id -> the long tasks routed to worker-b (its queue), whatever their state now."""
-    return {
-        dag_id: [
-            ti["task_id"]
-            for ti in scenario.api.task_instances(dag_id, run_id)
-            if scenario.is_long(ti["task_id"]) and ti["task_id"].startswith(HOST_B_PREFIXES)
-        ]
-        for dag_id, run_id in scenario.run_ids.items()
-    }
+def _count(held: dict[str, set[str]]) -> int:
+    return sum(map(len, held.values()))
 
 
 def _states(scenario: FleetScenario, tasks: dict[str, list[str]]) -> dict[str, int]:
@@ -94,29 +111,45 @@ def receive_then_lose(
     Returns dag_id -> the tasks it held (the hit tasks); the caller waits for the runs to end.
     """
     fleet, progress = scenario.hosts, drill.progress
+    # worker-b takes only the tasks placed on it (no shared ``default`` task may hang there).
+    fleet.celery().control.cancel_consumer(
+        "default", destination=[f"celery@{HOST_B}"], reply=True, timeout=5.0
+    )
     proxy = fleet.proxies[HOST_B]
     proxy.blackhole()
-    progress(f"{HOST_B}'s execution-API route blackholed before the trigger: its tasks cannot register")
+    progress(f"{HOST_B} consumes host-b only; its execution-API route blackholed before the trigger")
+    fact.log_offsets = log_offsets(fleet)
     scenario.trigger({"work_seconds": work})
     want = fleet.timings.concurrency_b
+    first: list[float] = []
+
+    def holds_all() -> bool:
+        got = _count(_received(fleet))
+        if got and not first:
+            first.append(time.monotonic())
+        # A blackholed ti_run gives up after about 30 s ([workers] execution_api_timeout and
+        # retries): strike well before, with what it holds by then.
+        return got >= want or bool(first and time.monotonic() - first[0] > HOLD_SECONDS)
+
     try:
-        wait_until(f"{HOST_B} to receive its {want} messages", lambda: _received(fleet) >= want, 180, 1.0)
+        wait_until(f"{HOST_B} to receive its {want} messages", holds_all, 180, 1.0)
     except TimeoutError:
-        progress(f"{HOST_B} received {_received(fleet)} of {want} messages in 180 s; striking anyway")
-    time.sleep(3)  # its task processes fork and call ti_run, which the blackhole swallows
-    held = _hit_tasks(scenario)
+        progress(f"{HOST_B} received nothing in 180 s; striking anyway")
+    time.sleep(2)  # its task processes fork and call ti_run, which the blackhole swallows
+    received = _received(fleet)
+    held = {dag_id: sorted(ids) for dag_id, ids in received.items() if dag_id in scenario.run_ids}
     before = _states(scenario, held)
     killed = fleet.hosts[HOST_B].lose()
     fact.fault_at = scenario.crashed_at = time.time()
     side_of = {dag_id: side for side, dag_id in dags.dag_ids(drill.keys).items()}
     fact.faulted_tasks = {side_of[d]: ids for d, ids in held.items()}
     progress(
-        f"SIGKILL host {HOST_B} ({killed} processes) holding {_received(fleet)} received, unacknowledged "
-        f"messages; its tasks' states then: {before}"
+        f"SIGKILL host {HOST_B} ({killed} processes) holding {_count(received)} received, unacknowledged "
+        f"messages (of the {want} placed there); their tasks' states then: {before}"
     )
     fact.notes.append(
-        f"{HOST_B} received {_received(fleet)} messages and was lost before any of its tasks registered "
-        f"with the api-server (states at the kill: {before})"
+        f"{HOST_B} received {_count(received)} of the {want} messages placed on it and was lost before any "
+        f"of those tasks registered with the api-server (their states at the kill: {before})"
     )
     proxy.heal()
     fleet.share_queues()
@@ -128,12 +161,12 @@ def receive_then_lose(
 
 
 def _tries(scenario: FleetScenario, tasks: dict[str, list[str]]) -> dict[str, list[str]]:
-    """task -> the host of each of its tries, oldest first (Airflow's record)."""
+    """dag_id.task_id -> the host of each of its tries, oldest first (Airflow's record)."""
     found = {}
     for dag_id, ids in tasks.items():
         for task_id in ids:
             tries = scenario.api.tries(dag_id, scenario.run_ids[dag_id], task_id)
-            found[task_id] = [str(t.get("hostname") or "?") for t in tries]
+            found[f"{dag_id}.{task_id}"] = [str(t.get("hostname") or "?") for t in tries]
     return found
 
 
@@ -159,7 +192,7 @@ def after_loss(hit: Hit) -> None:
     scenario.progress("released the vendors' held payment pushes")
     scenario.wait_finished()
     fact.healed_at = time.time()
-    counts = guard_counts(fleet)
+    counts = guard_counts(fleet, fact.log_offsets)
     tries = _tries(scenario, on_b)
     twice = sorted(t for t, hosts in tries.items() if len(hosts) > 1)
     listed = "; ".join(f"{t}: {' -> '.join(h)}" for t, h in sorted(tries.items()))

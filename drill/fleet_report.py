@@ -72,6 +72,8 @@ class FleetFact:
     #: Connections the partition swallowed (execution-API calls that went nowhere).
     dropped_connections: int = 0
     notes: list[str] = field(default_factory=list)
+    #: log file -> its size when the scenario began (its guards are counted past it).
+    log_offsets: dict[str, int] = field(default_factory=dict)
     #: What the watchdog beside the fleet alerted after the fault (None: no watchdog ran).
     watched: Watched | None = None
 
