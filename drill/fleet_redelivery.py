@@ -69,11 +69,16 @@ def guard_counts(fleet: Fleet, since: dict[str, int]) -> dict[str, dict[str, int
             log.seek(since.get(path.name, 0))
             text = log.read().decode(errors="replace")
         counts = {name: text.count(marker) for name, marker in MARKERS.items() if marker in text}
+        for state in _REFUSED.findall(text):  # what the try already was when a start was refused
+            key = f"api_refused_start_when_{state}"
+            counts[key] = counts.get(key, 0) + 1
+        counts.pop("api_refused_second_start", None)
         if counts:
             found[path.name] = counts
     return found
 
 
+_REFUSED = re.compile(r"Cannot start Task Instance in invalid state.*?previous_state=(\w+)")
 _WORKLOAD = re.compile(r"task_id='([^']+)', dag_id='([^']+)', run_id='[^']*', try_number=(\d+)")
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from drill.attempts import AttemptFact, TaskFact
 from drill.facts import DrillFacts
+from drill.fleet_redelivery import guard_counts, log_offsets
 from drill.fleet_report import FleetFact
 from drill.fleet_watch import Watched
 from drill.report import all_broken, render
@@ -86,3 +89,30 @@ def test_redelivered_tasks_that_ran_once_on_the_other_host_are_counted() -> None
         line.startswith("redelivered, ran only on the other host") and line.endswith("1/1") for line in lines
     )
     assert any(line.startswith("hit tasks run more than once") and line.endswith("0") for line in lines)
+
+
+def test_guards_are_counted_past_the_scenarios_start_by_the_state_a_start_was_refused_in(
+    tmp_path: Path,
+) -> None:
+    """Only lines written after the offsets count; each refused start is counted by its try's state."""
+    api = tmp_path / "api-server.log"
+    worker = tmp_path / "worker-a-2.log"
+    api.write_text("old Cannot start Task Instance in invalid state previous_state=running\n")
+    worker.write_text("")
+    fleet = SimpleNamespace(home=SimpleNamespace(logs=tmp_path))
+    since = log_offsets(fleet)  # type: ignore[arg-type]
+    with api.open("a") as log:
+        log.write(
+            "[warning] Cannot start Task Instance in invalid state [x] loc=a previous_state=running ti_id=1\n"
+        )
+        log.write(
+            "[warning] Cannot start Task Instance in invalid state [x] loc=a previous_state=success ti_id=2\n"
+        )
+    worker.write_text(
+        "[a] Executing workload in Celery: x\n"
+        "[a] Task already running elsewhere, ignoring redelivered message\n"
+    )
+    assert guard_counts(fleet, since) == {  # type: ignore[arg-type]
+        "api-server.log": {"api_refused_start_when_running": 1, "api_refused_start_when_success": 1},
+        "worker-a-2.log": {"received": 1, "provider_ignored": 1},
+    }
