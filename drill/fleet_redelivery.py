@@ -180,13 +180,14 @@ def after_loss(hit: Hit) -> None:
     drill, args, scenario, fact, on_b = hit
     fleet = scenario.hosts
     assert drill.vendors is not None
+    struck = time.monotonic()  # called right after the kill (a wall clock may step meanwhile)
 
     def started() -> bool:
         return "queued" not in _states(scenario, on_b)
 
     try:
         wait_until("the held messages to be redelivered", started, REDELIVERY_VISIBILITY + 180, 2.0)
-        after = time.time() - (fact.fault_at or 0)
+        after = time.monotonic() - struck
         scenario.progress(
             f"redelivered: every task {HOST_B} held started on {HOST_A}, {after:.0f} s after the kill"
         )
