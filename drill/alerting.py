@@ -100,8 +100,11 @@ def alert_fact(
 
 
 def collect(session: DrillSession, facts: DrillFacts) -> None:
-    """The scheduler kill as the drill's webhook saw it (nothing when no watchdog ran)."""
-    if session.receiver is None:
+    """The scheduler kill as the drill's webhook saw it (nothing when no watchdog ran).
+
+    A fleet drill's faults are not all scheduler kills: :mod:`drill.fleet_watch` reports its watchdog.
+    """
+    if session.receiver is None or session.fleet is not None:
         return
     args, scenario = session.args, session.ran()
     facts.alert = alert_fact(

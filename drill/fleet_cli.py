@@ -20,7 +20,15 @@ from drill.report import all_broken, render
 from drill.scenario import Progress
 from drill.session import DrillSession
 
-__all__ = ["FLEET_SCENARIOS", "add_options", "check_args", "inconclusive", "load_facts", "run"]
+__all__ = [
+    "FLEET_SCENARIOS",
+    "add_options",
+    "check_args",
+    "inconclusive",
+    "load_facts",
+    "run",
+    "start_watchdog",
+]
 
 EXIT_OK, EXIT_BROKEN, EXIT_DRILL_FAILED = 0, 1, 3
 
@@ -89,6 +97,7 @@ def run(
         scenario = new_scenario(drill, args, index, components)
         if index == 0:
             scenario.boot()
+            start_watchdog(drill, args)
         run_scenario(drill, args, name, scenario)
         facts = results[name] = collect(drill, progress)
         print(render(facts), flush=True)
@@ -99,6 +108,17 @@ def run(
                 json.dumps({k: json.loads(v.to_json()) for k, v in results.items()}, indent=1)
             )
     return rc
+
+
+def start_watchdog(drill: DrillSession, args: argparse.Namespace) -> None:
+    """The watchdog beside the fleet (``--watch-interval 0``: none), reading the metadata DB's job
+    table: it sees every scheduler replica without API credentials."""
+    if args.watch_interval <= 0 or drill.cluster is None:
+        return
+    interval, threshold = f"{args.watch_interval:g}", str(args.watch_threshold)
+    drill.start_watchdog(
+        ["--interval", interval, "--threshold", threshold, "--db-url", drill.cluster.url("airflow")]
+    )
 
 
 def load_facts(path: Path) -> dict[str, DrillFacts]:

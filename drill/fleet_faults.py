@@ -13,15 +13,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from drill import fleet_redelivery, fleet_watch
 from drill.components import wait_until
-from drill.fleet import HOST_B, Fleet
+from drill.fleet import HOST_B
 from drill.fleet_report import FleetFact
 from drill.session import DrillSession
 
 if TYPE_CHECKING:
     from drill.fleet_scenarios import FleetScenario
 
-__all__ = ["REDELIVERY_VISIBILITY", "STRIKES", "Hit"]
+__all__ = ["STRIKES", "Hit"]
 
 
 class Hit(NamedTuple):
@@ -33,10 +34,6 @@ class Hit(NamedTuple):
     fact: FleetFact
     #: dag_id -> the long tasks running on worker-b when the fault hits.
     on_b: dict[str, list[str]]
-
-
-#: (e): the broker's visibility timeout, s, shorter than the loads: each is delivered again while it runs.
-REDELIVERY_VISIBILITY = 20
 
 
 def _release(drill: DrillSession) -> None:
@@ -106,8 +103,22 @@ def _partition(hit: Hit) -> None:
     )
 
 
+def _await_watchdog(drill: DrillSession, scenario_name: str, since: float, timeout: float) -> None:
+    """Wait (bounded) for the watchdog's verdict on a scheduler fault before repairing it."""
+    args = drill.args
+    if drill.receiver is None:
+        return
+    what = "warning 'one replica down'" if scenario_name == "one-scheduler" else "page 'scheduler dead'"
+    got = fleet_watch.wait_verdict(drill.receiver, scenario_name, after=since, timeout=max(0.0, timeout))
+    drill.progress(
+        f"watchdog {what}: {got.summary()} ({got.at - since:.0f} s after the kill)"
+        if got
+        else f"watchdog {what}: none within {args.watch_threshold} s threshold + two polls"
+    )
+
+
 def _one_scheduler(hit: Hit) -> None:
-    drill, _args, scenario, fact, _on_b = hit
+    drill, args, scenario, fact, _on_b = hit
     survivors = scenario.components["scheduler"].crash()
     del survivors
     fact.fault_at = scenario.crashed_at = time.time()
@@ -116,6 +127,9 @@ def _one_scheduler(hit: Hit) -> None:
     time.sleep(5)
     _release(drill)
     scenario.wait_finished()
+    # The killed replica is restarted only once the watchdog has had its say about it.
+    wait = fleet_watch.verdict_wait(args.watch_threshold, args.watch_interval)
+    _await_watchdog(drill, "one-scheduler", fact.fault_at, fact.fault_at + wait - time.time())
     scenario.start("scheduler")
     scenario.restarted_at = fact.healed_at = time.time()
     scenario.progress("restarted the killed scheduler")
@@ -131,6 +145,8 @@ def _schedulers_down(hit: Hit) -> None:
         f"SIGKILL both schedulers; down {args.outage:.0f} s (> threshold {args.health_check_threshold} s)"
     )
     time.sleep(args.outage)
+    wait = fleet_watch.verdict_wait(args.watch_threshold, args.watch_interval)
+    _await_watchdog(drill, "schedulers-down", fact.fault_at, fact.fault_at + wait - time.time())
     for name in ("scheduler", "scheduler-2"):
         scenario.start(name)
     scenario.restarted_at = fact.healed_at = time.time()
@@ -139,43 +155,10 @@ def _schedulers_down(hit: Hit) -> None:
     _release(drill)
 
 
-def _redelivery(hit: Hit) -> None:
-    drill, args, scenario, fact, _on_b = hit
-    fleet = scenario.hosts
-    fact.fault_at = scenario.crashed_at = time.time()
-    scenario.progress(
-        "waiting for the broker to deliver worker-b's running tasks again "
-        f"(visibility_timeout {REDELIVERY_VISIBILITY} s; kombu restores unacknowledged messages periodically)"
-    )
-    with contextlib.suppress(TimeoutError):
-        wait_until("a redelivery", lambda: _redelivered(fleet) > 0, REDELIVERY_VISIBILITY + 150, 2.0)
-    time.sleep(10)  # let every redelivered message reach a worker
-    _release(drill)
-    scenario.wait_finished()
-    fact.healed_at = time.time()
-    ignored = _redelivered(fleet)
-    fact.notes.append(
-        f"the workers received {ignored} redelivered message(s) of running tasks and ignored them "
-        "(Airflow's Celery provider: 'Task already running elsewhere, ignoring redelivered message')"
-    )
-    if args.fleet_scenarios[-1] != "redelivery":
-        for component in fleet.reboot_workers():
-            drill.sessions.add(component.pid or -1)
-        scenario.progress("both hosts rebooted with the usual visibility_timeout")
-
-
-def _redelivered(fleet: Fleet) -> int:
-    """Redelivered messages the workers ignored because their task already runs elsewhere."""
-    return sum(
-        path.read_text(errors="replace").count("ignoring redelivered message")
-        for path in fleet.home.logs.glob("worker-*.log")
-    )
-
-
 STRIKES: dict[str, Callable[[Hit], None]] = {
     "one-scheduler": _one_scheduler,
     "schedulers-down": _schedulers_down,
     "lost-worker": _lose_worker,
     "partition": _partition,
-    "redelivery": _redelivery,
+    "redelivery": fleet_redelivery.after_loss,
 }

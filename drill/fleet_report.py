@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from drill.attempts import TaskFact, overlaps
+from drill.fleet_watch import Watched
 
 if TYPE_CHECKING:
     from drill.facts import DrillFacts
@@ -46,7 +47,7 @@ FAULTS = {
     ),
     "redelivery": (
         "e",
-        "broker redelivery of a running, unacknowledged task (visibility timeout shorter than it)",
+        "a worker host killed after receiving its tasks, before they started: the broker redelivers them",
     ),
 }
 #: Scenarios whose fault hits a worker host's tasks.
@@ -71,10 +72,15 @@ class FleetFact:
     #: Connections the partition swallowed (execution-API calls that went nowhere).
     dropped_connections: int = 0
     notes: list[str] = field(default_factory=list)
+    #: log file -> its size when the scenario began (its guards are counted past it).
+    log_offsets: dict[str, int] = field(default_factory=dict)
+    #: What the watchdog beside the fleet alerted after the fault (None: no watchdog ran).
+    watched: Watched | None = None
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> FleetFact:
-        return cls(**raw)
+        watched = raw.get("watched")
+        return cls(**{**raw, "watched": Watched.from_json(watched) if watched else None})
 
 
 def _when(epoch: float | None) -> str:
@@ -116,6 +122,8 @@ def rows(facts: DrillFacts, side: str) -> dict[str, str]:
     if fleet is None or not fleet.host:
         return {}
     tasks = _faulted(facts, side)
+    if fleet.scenario == "redelivery":
+        return _redelivered_rows(facts, side, tasks, fleet.host)
     moved = [t for t in tasks if _moved(t, fleet.host)]
     ov = [o for t in tasks for o in overlaps(t)]
     found = {
@@ -130,6 +138,18 @@ def rows(facts: DrillFacts, side: str) -> dict[str, str]:
             sum(f.rejected_count for f in dag.fences if f.task_id in hit)
         )
     return found
+
+
+def _redelivered_rows(facts: DrillFacts, side: str, tasks: list[TaskFact], host: str) -> dict[str, str]:
+    """(e): the host was lost holding its messages before its tasks registered."""
+    elsewhere = [t for t in tasks if host_moves(t) and host not in host_moves(t)]
+    twice = [t for t in tasks if len(t.attempts) > 1]
+    ov = [o for t in tasks for o in overlaps(t)]
+    return {
+        f"tasks {host} held when lost": str(len(tasks)),
+        "redelivered, ran only on the other host": f"{len(elsewhere)}/{len(tasks)}",
+        "hit tasks run more than once": f"{len(twice)}" + (f" (overlap max {max(ov):.1f} s)" if ov else ""),
+    }
 
 
 def section(facts: DrillFacts) -> list[str]:

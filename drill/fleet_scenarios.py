@@ -11,6 +11,10 @@ their facts, exactly as the LocalExecutor drill does after its crash:
   task heartbeat timeout and retried on worker-a, while their warehouse statements run on.
 - ``partition`` (d): worker-b's execution-API route blackholed past the heartbeat timeout while it
   still reaches the warehouse, the store and the vendors; healed once the re-runs on worker-a end.
+- ``redelivery`` (e): both hosts on a 20 s ``visibility_timeout``; worker-b lost after receiving
+  its messages, before its tasks registered (:mod:`drill.fleet_redelivery`); Redis redelivers them.
+
+The watchdog runs beside the fleet (:mod:`drill.fleet_watch`): (a) must warn, (b) must page.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from drill import dags
 from drill.airflow_home import component_env
 from drill.components import Component, health, wait_until
 from drill.fleet import HOST_A, HOST_B, HOST_B_PREFIXES, Fleet, FleetTimings, fleet_env, write_policy
-from drill.fleet_faults import REDELIVERY_VISIBILITY, STRIKES, Hit
+from drill.fleet_faults import STRIKES, Hit
+from drill.fleet_redelivery import REDELIVERY_VISIBILITY, receive_then_lose
 from drill.fleet_report import FAULTS, HOST_FAULTS, FleetFact
 from drill.redis_broker import RedisBroker
 from drill.scenario import Progress, Scenario, ScenarioTimings
@@ -243,6 +248,26 @@ def run_scenario(drill: DrillSession, args: argparse.Namespace, name: str, scena
             f"both hosts rebooted with visibility_timeout {REDELIVERY_VISIBILITY} s (< the loads' {work} s)"
         )
     drill.meter = WorkMeter(drill.warehouse_url).start()
+    fact = drill.fleet_fact = FleetFact(
+        scenario=name, host=HOST_B if name in HOST_FAULTS else "", fault_at=None
+    )
+    if name == "redelivery":
+        on_b = receive_then_lose(drill, args, scenario, fact, work)  # strikes before the tasks start
+    else:
+        on_b = _start_then_place(drill, args, scenario, fact, work)
+        time.sleep(args.kill_after)
+    STRIKES[name](Hit(drill, args, scenario, fact, on_b))
+    scenario.wait_finished()
+    drill.work = drill.meter.stop()
+    fleet.unshare_queues()
+
+
+def _start_then_place(
+    drill: DrillSession, args: argparse.Namespace, scenario: FleetScenario, fact: FleetFact, work: int
+) -> dict[str, list[str]]:
+    """Trigger, wait until every long task runs where placed; dag_id -> those running on worker-b."""
+    fleet, vendors, progress = scenario.hosts, drill.vendors, drill.progress
+    assert vendors is not None
     scenario.trigger({"work_seconds": work})
     pushes = len(VENDOR_NAMES) * args.payments
     scenario.wait_running(expected=(2 * args.regions + pushes) * len(drill.keys))
@@ -258,13 +283,6 @@ def run_scenario(drill: DrillSession, args: argparse.Namespace, name: str, scena
         f"{HOST_A} now also consumes queue host-b"
     )
     side_of = {dag_id: side for side, dag_id in dags.dag_ids(drill.keys).items()}
-    fact = drill.fleet_fact = FleetFact(
-        scenario=name, host=HOST_B if name in HOST_FAULTS else "", fault_at=None
-    )
     if fact.host:
         fact.faulted_tasks = {side_of[d]: ids for d, ids in on_b.items()}
-    time.sleep(args.kill_after)
-    STRIKES[name](Hit(drill, args, scenario, fact, on_b))
-    scenario.wait_finished()
-    drill.work = drill.meter.stop()
-    fleet.unshare_queues()
+    return on_b

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from drill import alerting, audit, fleet_report, payments, work, writes
+from drill import alerting, audit, fleet_report, fleet_watch, payments, work, writes
 from drill.attempts import STOPPED_FOR_PERSON, stopped_for_person
 from drill.capability import Capability
 from drill.dags import SIDE_TITLES
@@ -19,7 +19,7 @@ __all__ = ["CAPABILITIES", "all_broken", "inconclusive", "render"]
 
 #: Every capability under drill, in the order it is collected and reported: writes come first
 #: (the others read the tasks they recorded).
-CAPABILITIES: tuple[Capability, ...] = (writes, payments, audit, work, alerting, fleet_report)
+CAPABILITIES: tuple[Capability, ...] = (writes, payments, audit, work, alerting, fleet_report, fleet_watch)
 
 
 def all_broken(facts: DrillFacts) -> list[str]:

@@ -25,7 +25,7 @@ __all__ = ["alert_for", "alert_risky"]
 _SEVERITY = {"critical": "critical", "high": "critical", "low": "warning"}
 _WORDS = {
     "overlap": "two attempts ran at once",
-    "reset_rerun": "re-run after a scheduler reset",
+    "reset_rerun": "re-run after a reset or a lost worker",
     "rerun_after_clear": "re-run after a clear",
     "rerun_after_success": "re-run after success",
     "retry_after_failure": "retried after failure",

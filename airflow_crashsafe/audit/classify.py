@@ -6,9 +6,12 @@ later execution is compared with the ones before it:
 
 * ``overlap`` - it started while an earlier one was still alive (end, or last sign of life, later
   than its start); the overlap's length is reported. Orthogonal to the cause below.
-* ``reset_rerun`` - the scheduler reset the previous attempt (or it vanished) and re-ran the slot,
-  with no retry delay. Known when the previous attempt ended without any hook; when it was still
-  alive (an end or a beacon) after the next try started, which no Airflow retry allows (a retry's
+* ``reset_rerun`` - the scheduler reset the previous attempt (or it vanished: its host lost) and
+  re-ran the slot. Known when the previous attempt's process never reported its end: no hook saw
+  it end, or only Airflow's verdict did (the scheduler failing a lost host's try at the task
+  heartbeat timeout and retrying it: the process's end, and what its statements still do
+  server-side, are unknown, so that is a crash re-run, not a retry of a reported failure); when
+  it was still alive (an end or a beacon) after the next try started, which no Airflow retry allows (a retry's
   try exists only once the failing process has sent its end, and that end is what its hook
   records); or when its process got SIGTERM before it ended and the next try started within
   ``STALE_KILL_WINDOW`` of that: a stale attempt is SIGTERMed at its first heartbeat after the
@@ -161,13 +164,17 @@ def _own_life(row: Mapping[str, Any]) -> datetime:
 def _resumed_by(part: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
     """``other`` resumed ``part``'s deferred try, though ``part``'s suspension record is missing.
 
-    A process resuming a deferral starts with the try's original ``start_date`` (the api-server
-    keeps it, ``TIRunContext.start_date``): the moment the first process's supervisor stamped before
-    registering it, a little before the first process's own start. So its recorded start is at or
-    before ``part``'s by at most ``RESUME_START_SKEW`` although it lived on after ``part`` last
-    showed life; ``part`` reported no end of its own and was not stopped by a SIGTERM. A process of
-    a redelivered try records its own, later start.
+    Only a process that says so resumed a try: Airflow hands a process resuming a deferral the
+    method to resume (a rescheduled sensor's later poke, the try's reschedule count) and the audit
+    records it (``resumed``); a process that starts a try (a broker redelivery, a relaunch) gets
+    neither, whenever it starts and whichever process dies first. The resumer also starts with the
+    try's original ``start_date`` (the api-server keeps it, ``TIRunContext.start_date``): a little
+    before ``part``'s own start, by at most ``RESUME_START_SKEW``; it lived on after ``part`` last
+    showed life; ``part`` reported no end of its own and was not stopped by a SIGTERM. Rows
+    recorded before the audit kept ``resumed`` join nothing: a try run twice is never hidden.
     """
+    if not other.get("resumed"):
+        return False
     if part.get("end_source") == "listener" or part.get("terminated_at") is not None:
         return False
     if part.get("ti_id") and other.get("ti_id") and part["ti_id"] != other["ti_id"]:
@@ -179,8 +186,9 @@ def _resumed_by(part: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
 def _join_suspended(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A process that stopped deferred (or rescheduled) and the one that resumed its try are one
     execution: each suspended process joins the other process of its try that started nearest
-    its stop. A process whose suspension record is missing (spooled and not yet delivered) joins
-    the process that resumed it when the resumed start says so (:func:`_resumed_by`)."""
+    its stop (among those that recorded resuming it, when any did). A process whose suspension
+    record is missing (spooled and not yet delivered) joins the process that recorded resuming its
+    try (:func:`_resumed_by`)."""
     from airflow_crashsafe.audit.events import SUSPENDED
 
     suspended = [r for r in runs if r.get("reported_state") in SUSPENDED]
@@ -189,7 +197,8 @@ def _join_suspended(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not out:
             return runs
         stop = s.get("ended_at") or s["started_at"]
-        i = min(range(len(out)), key=lambda k: abs((out[k]["started_at"] - stop).total_seconds()))
+        resumers = [k for k in range(len(out)) if out[k].get("resumed")] or range(len(out))
+        i = min(resumers, key=lambda k: abs((out[k]["started_at"] - stop).total_seconds()))
         out[i] = _join(s, out[i])
     for part in sorted(out, key=lambda r: r["started_at"], reverse=True):  # the latest own start first
         if not any(r is part for r in out):
@@ -286,8 +295,10 @@ def _cause(prev: Execution, later: Execution) -> str:
         return "reset_rerun"  # alive after its successor started, or stopped as stale just before
     if succeeded:
         return "rerun_after_success"
-    if prev.ended_at is None or prev.end_source == "reconcile":
-        return "reset_rerun"  # no hook saw it end: reset, or killed with its host
+    if prev.end_source != "listener":
+        # Its process never reported an end: reset, or killed with its host (the scheduler's
+        # heartbeat-timeout verdict and the history's archive time are Airflow's, not its end).
+        return "reset_rerun"
     if prev.state in _FAILED or prev.reported_state in _FAILED:
         return "retry_after_failure"
     return "reset_rerun"

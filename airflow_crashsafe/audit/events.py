@@ -25,6 +25,7 @@ __all__ = [
     "ended",
     "from_server_ti",
     "is_worker_ti",
+    "resumes_suspension",
     "seen",
     "started",
 ]
@@ -62,6 +63,9 @@ class AttemptEvent:
     operator: str | None = None
     #: When the task process got SIGTERM (its supervisor stopping it: a stale attempt, mostly).
     terminated_at: datetime | None = None
+    #: The process resumed its try after a deferral or a reschedule (Airflow handed it the method
+    #: to resume, or the try's reschedules), rather than starting it: None where not recorded.
+    resumed: bool | None = None
 
     def describe(self) -> str:
         return (
@@ -168,6 +172,19 @@ def _this_process(ti: Any, dag_run: Any, **seen: Any) -> AttemptEvent:
     )
 
 
+def resumes_suspension(ti: Any) -> bool:
+    """The task process resumes its try: it got the method to resume from a deferral, or the try
+    was rescheduled before (a sensor's later poke). What Airflow sent it at start
+    (``TIRunContext.next_method`` / ``task_reschedule_count``), which the task runner also reads."""
+    context = getattr(ti, "_ti_context_from_server", None)
+    if context is None:
+        return False
+    return (
+        bool(getattr(context, "next_method", None))
+        or int(getattr(context, "task_reschedule_count", 0) or 0) > 0
+    )
+
+
 def started(ti: Any, *, now: datetime | None = None) -> AttemptEvent:
     """The start of the calling process's attempt (``on_task_instance_running`` on a worker)."""
     dag_run = _worker_dag_run(ti)
@@ -181,6 +198,7 @@ def started(ti: Any, *, now: datetime | None = None) -> AttemptEvent:
         last_seen_at=at,
         replay_safe=_declared_replay_safe(task),
         operator=_operator_path(task),
+        resumed=resumes_suspension(ti),
     )
 
 

@@ -56,6 +56,7 @@ VALUES = (
     "replay_safe",
     "operator",
     "terminated_at",
+    "resumed",
 )
 FIELDS = KEY + VALUES + ("updated_at",)
 _STAMPS = ("started_at", "ended_at", "last_seen_at", "updated_at", "terminated_at")
@@ -115,6 +116,8 @@ def merge_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> AttemptRow:
     out["replay_safe"] = any(bool(v) for v in safe) if safe else None
     out["operator"] = _first(a.get("operator"), b.get("operator"))
     out["terminated_at"] = _min(a.get("terminated_at"), b.get("terminated_at"))
+    resumed = [v for v in (a.get("resumed"), b.get("resumed")) if v is not None]
+    out["resumed"] = any(bool(v) for v in resumed) if resumed else None
     if out["end_source"] not in (None, "listener"):
         out["ended_at"] = _max(out["ended_at"], out["last_seen_at"])
     return out
@@ -122,8 +125,9 @@ def merge_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> AttemptRow:
 
 def _from_db(values: Sequence[Any]) -> AttemptRow:
     row = stamps_from_db(dict(zip(FIELDS, values, strict=True)), _STAMPS)
-    if row["replay_safe"] is not None:
-        row["replay_safe"] = bool(row["replay_safe"])
+    for flag in ("replay_safe", "resumed"):
+        if row[flag] is not None:
+            row[flag] = bool(row[flag])
     return row
 
 

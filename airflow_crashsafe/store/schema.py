@@ -191,6 +191,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         postgresql=scans.ddl("postgresql"),
         sqlite=scans.ddl("sqlite"),
     ),
+    Migration(
+        version=9,
+        description="attempts: whether the task process resumed its try after a deferral or reschedule",
+        postgresql=("ALTER TABLE crashsafe_attempts ADD COLUMN resumed INTEGER",),
+        sqlite=("ALTER TABLE crashsafe_attempts ADD COLUMN resumed INTEGER",),
+    ),
 )
 
 

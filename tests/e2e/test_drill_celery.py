@@ -117,6 +117,21 @@ def test_faulted_tasks_ran_on_two_hosts(fleet: Run, scenario: str) -> None:
             assert {p.split()[0] for p in audited[task_id].processes} == {HOST_A, HOST_B}
 
 
+def test_a_lost_hosts_reruns_are_crash_reruns_not_low_risk_retries(fleet: Run) -> None:
+    """(c): the audit rates each task retried after worker-b was lost a reset re-run, never a plain retry."""
+    facts = fleet[1]["lost-worker"]
+    assert facts.fleet is not None
+    for side in ("plain", "crashsafe"):
+        hit = set(facts.fleet.faulted_tasks[side])
+        audited = [a for a in facts.audit[side] if a.task_id in hit]
+        assert {a.task_id for a in audited} == hit
+        for audit in audited:
+            assert "reset_rerun" in audit.kinds, (audit.task_id, audit.kinds)
+            assert "retry_after_failure" not in audit.kinds, (audit.task_id, audit.kinds)
+        if side == "plain":
+            assert all(a.risk in ("high", "critical") for a in audited), audited
+
+
 def test_partition_zombie_overlapped_and_was_fenced_out(fleet: Run) -> None:
     """(d): the partitioned zombie ran on after its successor began; its late write was refused."""
     facts = fleet[1]["partition"]

@@ -339,7 +339,7 @@ def test_a_deferred_try_resumed_in_another_process_is_one_execution() -> None:
     rows = [
         row(1, 11, 0, seen=47, terminated_at=at(44)),
         row(2, 22, 41, 50, end_source="listener", reported="deferred", seen=50),
-        row(2, 33, 41, 180, end_source="listener", reported="success", seen=180),
+        row(2, 33, 41, 180, end_source="listener", reported="success", seen=180, resumed=True),
     ]
     [report] = classify(rows)
     assert len(report.executions) == 2
@@ -394,7 +394,17 @@ def _drill_try_2(*, suspension: bool) -> list[dict[str, Any]]:
     return [
         row(1, 31605, 0, 140, end_source="reconcile", state="failed", seen=138, ti_id="ti-1"),
         part,
-        row(2, 32041, 41.1, 190, end_source="listener", reported="success", seen=190, ti_id="ti-2"),
+        row(
+            2,
+            32041,
+            41.1,
+            190,
+            end_source="listener",
+            reported="success",
+            seen=190,
+            ti_id="ti-2",
+            resumed=True,
+        ),
     ]
 
 
@@ -431,9 +441,83 @@ def test_a_try_deferred_twice_with_both_stops_missing_is_one_execution() -> None
     """Both resumed processes record the original start; each stopped part joins the one after it."""
     rows = [
         row(1, 21, 1.0, seen=10, ti_id="ti-1"),
-        row(1, 22, 0.0, seen=40, ti_id="ti-1"),
-        row(1, 23, 0.0, 90, end_source="listener", reported="success", seen=90, ti_id="ti-1"),
+        row(1, 22, 0.0, seen=40, ti_id="ti-1", resumed=True),
+        row(1, 23, 0.0, 90, end_source="listener", reported="success", seen=90, ti_id="ti-1", resumed=True),
     ]
     assert classify(rows) == []
     [one] = executions_of(rows)
     assert (one.pid, one.started_at, one.ended_at) == (23, at(0), at(90))
+
+
+def test_a_second_start_of_one_try_soon_after_the_first_is_a_redelivery_whichever_dies_first() -> None:
+    """A process starting the try 5 s after the first (not resuming it) stays a try run twice."""
+    second_lost = [
+        row(1, 11, 0, 100, end_source="listener", reported="success", seen=100, ti_id="ti-1"),
+        row(1, 12, 5, seen=10, ti_id="ti-1", resumed=False),
+    ]
+    first_lost = [
+        row(1, 11, 0, seen=6, ti_id="ti-1", resumed=False),
+        row(1, 12, 5, 100, end_source="listener", reported="success", seen=100, ti_id="ti-1", resumed=False),
+    ]
+    for rows in (second_lost, first_lost):
+        [report] = classify(rows)
+        assert [e.pid for e in report.executions] == [11, 12]
+        assert report.kinds == ("overlap", "same_try_twice")
+
+
+def test_a_second_start_recording_the_tries_start_date_is_no_resume_unless_it_resumed() -> None:
+    """Timing alone joins nothing: the resumer's skewed start without its resume record is a redelivery."""
+    rows = _drill_try_2(suspension=False)
+    rows[-1] = {**rows[-1], "resumed": False}
+    [report] = classify(rows)
+    assert sorted(e.pid for e in report.executions) == [31605, 31820, 32041]
+    assert "same_try_twice" in report.kinds
+
+
+def test_rows_recorded_without_the_resume_flag_join_nothing_by_time() -> None:
+    """A suspension-less pair from before the audit kept ``resumed`` is reported, not hidden."""
+    rows = _drill_try_2(suspension=False)
+    rows[-1] = {k: v for k, v in rows[-1].items() if k != "resumed"}
+    [report] = classify(rows)
+    assert len(report.executions) == 3
+
+
+def test_a_recorded_deferral_joins_the_process_that_resumed_it_not_a_redelivery() -> None:
+    """Two later processes of a deferred try: the stop joins the resumer, the redelivered one stays apart."""
+    rows = [
+        row(1, 11, 0, 20, end_source="listener", reported="deferred", seen=20, ti_id="ti-1"),
+        row(1, 12, 22, seen=30, ti_id="ti-1", resumed=False),
+        row(1, 13, 0, 90, end_source="listener", reported="success", seen=90, ti_id="ti-1", resumed=True),
+    ]
+    [report] = classify(rows)
+    by_pid = {e.pid: e for e in report.executions}
+    assert set(by_pid) == {12, 13}
+    assert by_pid[13].started_at == at(0)
+    assert "same_try_twice" in report.kinds
+
+
+def test_a_lost_hosts_try_failed_by_the_heartbeat_timeout_then_retried_is_a_crash_rerun() -> None:
+    """Host lost at 20 (last beacon); the scheduler fails the try at 45 and retries it: a reset re-run."""
+    lost = merge_rows(
+        row(1, 11, 0, seen=20, hostname="worker-b"),
+        {
+            **row(1, 11, 0, 45, end_source="scheduler", state="up_for_retry", hostname="worker-b"),
+            "start_source": "scheduler",
+        },
+    )
+    rows = [lost, row(2, 22, 47, 90, end_source="listener", reported="success", hostname="worker-a")]
+    [report] = classify(rows)
+    assert report.kinds == ("reset_rerun",)
+    assert report.risk == "high"
+    assert [e.hostname for e in report.executions] == ["worker-b", "worker-a"]
+
+
+def test_a_failure_the_process_reported_itself_stays_a_low_risk_retry() -> None:
+    """The same timeline with the process's own failure recorded (and the scheduler's verdict): a retry."""
+    own = row(1, 11, 0, 44, end_source="listener", reported="up_for_retry", seen=44)
+    verdict = {**row(1, 11, 0, 45, end_source="scheduler", state="up_for_retry"), "start_source": "scheduler"}
+    [report] = classify(
+        [merge_rows(own, verdict), row(2, 22, 47, 90, end_source="listener", reported="success")]
+    )
+    assert report.kinds == ("retry_after_failure",)
+    assert report.risk == "low"

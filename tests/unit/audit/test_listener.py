@@ -110,6 +110,27 @@ def test_worker_start_and_success_become_attempt_events(recorder: Recorder) -> N
     assert end.ended_at is not None
 
 
+def test_the_start_records_whether_the_process_resumes_its_try(recorder: Recorder) -> None:
+    """What Airflow hands the process (next_method, reschedule count) is recorded as ``resumed``."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk.api.datamodels._generated import TIRunContext
+
+    def context(**fields: Any) -> Any:
+        return TIRunContext.model_construct(**fields)
+
+    cases = [
+        (None, False),
+        (context(next_method=None, task_reschedule_count=0), False),
+        (context(next_method="resume_after_unit", task_reschedule_count=0), True),
+        (context(next_method=None, task_reschedule_count=2), True),
+    ]
+    for given, expected in cases:
+        ti = runtime_ti(EmptyOperator(task_id="load"))
+        object.__setattr__(ti, "_ti_context_from_server", given)
+        listener.on_task_instance_running(previous_state=None, task_instance=ti)
+        assert recorder.events[-1].resumed is expected
+
+
 def test_sigterm_reaches_the_writer_then_airflows_own_handler(recorder: Recorder) -> None:
     """The running hook chains a SIGTERM handler: the writer notes it, on_kill's handler still runs."""
     from airflow.providers.standard.operators.empty import EmptyOperator
