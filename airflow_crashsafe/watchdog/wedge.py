@@ -180,9 +180,7 @@ def prove_orphaned(
                 f"began at {tx.xact_start.isoformat()}, before every live scheduler started"
             )
             return replace(tx, owner=job, live=live, verdict=verdict)
-    return replace(
-        tx, live=live, verdict="no scheduler that is now dead was running when it was opened"
-    )
+    return replace(tx, live=live, verdict="no scheduler that is now dead was running when it was opened")
 
 
 def remedy(tx: IdleTransaction) -> str:
