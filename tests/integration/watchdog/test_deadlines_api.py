@@ -27,6 +27,7 @@ from airflow_crashsafe.watchdog import cli
 from drill.airflow_home import DrillHome, component_env
 from drill.components import Component, health, kill_drill_processes, wait_until
 from tests.support.httpserver import Reply, Server, serve
+from tests.support.watch_starts import watching_since
 
 pytestmark = pytest.mark.integration
 
@@ -171,6 +172,7 @@ def watch_once(
     }
     path = tmp_path / "watch.json"
     path.write_text(json.dumps(config))
+    watching_since(path, tmp_path / "state", NOW - timedelta(hours=3))  # as if it had run for hours
     argv = ["--once", "--api-url", api.api_url, "--api-user", "watch", "--api-password-env", "WATCH_PW"]
     return cli.main([*argv, "--config", str(path), "--state-dir", str(tmp_path / "state")])
 
