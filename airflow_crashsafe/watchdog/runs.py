@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from airflow_crashsafe.watchdog.forecast import TaskProgress
+from airflow_crashsafe.watchdog.forecast import DONE_STATES, STARTED_STATES, TaskProgress
 
 __all__ = [
     "AirflowDeadline",
@@ -86,10 +86,16 @@ class RunFetcher(Protocol):
     def runs(self, dag_id: str, since: datetime) -> list[RunView]: ...
 
     def task_instances(
-        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+        self,
+        dag_id: str,
+        run_ids: Sequence[str],
+        updated_since: datetime | None = None,
+        waiting: Collection[str] = (),
     ) -> dict[str, list[TaskProgress]]:
         """The task instances of the DAG's runs ``run_ids`` (each one a key), in as few reads as
-        the source allows; with ``updated_since`` only those updated since."""
+        the source allows; with ``updated_since`` at least those whose state or start changed
+        since. ``waiting``: the tasks last seen neither started nor done (the REST source asks
+        which of them run now)."""
         ...
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]: ...
@@ -214,8 +220,14 @@ class RunReader:
         if known:
             oldest = min(at for at, _ in known.values()) - timedelta(seconds=TI_OVERLAP)
             reads.append((list(known), oldest))
+        waiting = {
+            ti.task_id
+            for _, seen in known.values()
+            for ti in seen.values()
+            if ti.state not in DONE_STATES and ti.state not in STARTED_STATES
+        }
         for ids, since in reads:
-            for run_id, found in fetch.task_instances(dag_id, ids, since).items():
+            for run_id, found in fetch.task_instances(dag_id, ids, since, waiting if since else ()).items():
                 for ti in found:
                     tis.setdefault(run_id, {})[ti.task_id, ti.map_index] = ti
         for run_id in run_ids:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -60,7 +60,11 @@ class Fetcher:
         return [run for run in runs if run.run_after >= since]
 
     def task_instances(
-        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+        self,
+        dag_id: str,
+        run_ids: Sequence[str],
+        updated_since: datetime | None = None,
+        waiting: Collection[str] = (),
     ) -> dict[str, list[TaskProgress]]:
         run = self.world.run
         return {r: list(run.tasks) if run and run.run_id == r else [] for r in run_ids}
