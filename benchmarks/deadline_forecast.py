@@ -287,6 +287,8 @@ class PreviousReads(ApiRunFetcher):
     runs, changes and durations with GETs naming the DAG (each loads its serialized DAG on the
     server), a running run in full with the batch read."""
 
+    runs_of = None  # type: ignore[assignment]  # each DAG's runs with its own GET
+
     def runs(self, dag_id: str, since: datetime) -> list[RunView]:
         return ApiRunFetcher(self.get_json).runs(dag_id, since)
 

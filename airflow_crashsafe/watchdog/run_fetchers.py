@@ -7,7 +7,8 @@ needs the scheduler: the api-server and the DB answer while it is dead.
   /api/v2/dags/~/dagRuns/list`` and ``POST /api/v2/dags/~/dagRuns/~/taskInstances/list``
   (``dag_ids``, ``dag_run_ids``), whose ``page_limit`` the server does not clamp to ``[api]
   maximum_page_limit``, and which — unlike a GET naming the DAG — do not load the serialized DAG
-  on every request (hundreds of milliseconds for a 1,000-task DAG). Dependencies come from
+  on every request (hundreds of milliseconds for a 1,000-task DAG); the runs of every watched DAG
+  come in one read (:meth:`ApiRunFetcher.runs_of`). Dependencies come from
   ``.../tasks`` (``downstream_task_ids``), durations from the successful task instances, newest
   first. Between full reads of a running run, only what can change its forecast is read:
 
@@ -30,7 +31,7 @@ needs the scheduler: the api-server and the DB answer while it is dead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -54,6 +55,12 @@ def _run(run_id: Any, run_type: Any, state: Any, run_after: Any, start: Any, end
         raise ValueError(f"run {run_id} has no run_after")
     return RunView(
         str(run_id), str(run_type), str(state), after, parse_timestamp(start), parse_timestamp(end)
+    )
+
+
+def _rest_run(r: Mapping[str, Any]) -> RunView:
+    return _run(
+        r["dag_run_id"], r["run_type"], r["state"], r["run_after"], r.get("start_date"), r.get("end_date")
     )
 
 
@@ -130,24 +137,25 @@ class ApiRunFetcher:
 
     def runs(self, dag_id: str, since: datetime) -> list[RunView]:
         if self.post_json is not None:
-            query = {"dag_ids": [dag_id], "run_after_gte": since.isoformat(), "order_by": "-run_after"}
-            found = self._posted(RUNS_BATCH_PATH, "dag_runs", query, max_pages=5)
-        else:
-            path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns"
-            params = {"run_after_gte": since.isoformat(), "order_by": "-run_after"}
-            found = self._pages(path, "dag_runs", params, max_pages=5)
-        return [
-            _run(
-                r["dag_run_id"],
-                r["run_type"],
-                r["state"],
-                r["run_after"],
-                r.get("start_date"),
-                r.get("end_date"),
-            )
-            for r in found
-            if r.get("dag_id", dag_id) == dag_id
-        ]
+            return self.runs_of({dag_id: since})[dag_id]
+        path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns"
+        params = {"run_after_gte": since.isoformat(), "order_by": "-run_after"}
+        return [_rest_run(r) for r in self._pages(path, "dag_runs", params, max_pages=5)]
+
+    def runs_of(self, wanted: Mapping[str, datetime]) -> dict[str, list[RunView]]:
+        """The runs of every DAG in ``wanted`` (DAG id -> oldest ``run_after``) in one batch read."""
+        if self.post_json is None:
+            return {dag_id: self.runs(dag_id, since) for dag_id, since in wanted.items()}
+        found: dict[str, list[RunView]] = {dag_id: [] for dag_id in wanted}
+        query = {"dag_ids": sorted(wanted), "run_after_gte": min(wanted.values()).isoformat()}
+        for r in self._posted(
+            RUNS_BATCH_PATH, "dag_runs", {**query, "order_by": "-run_after"}, 5 * len(wanted)
+        ):
+            run = _rest_run(r)
+            dag_id = str(r.get("dag_id"))
+            if dag_id in found and run.run_after >= wanted[dag_id]:
+                found[dag_id].append(run)
+        return found
 
     def task_instances(
         self,

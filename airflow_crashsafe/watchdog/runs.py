@@ -8,9 +8,10 @@ definitions created for runs (one per run and alert, with its ``deadline_time``)
 then read too. Dependencies and durations change slowly, so they are cached for ``refresh``
 seconds; runs are read every poll, and a running run's task instances in full once per
 ``refresh``, else only those updated since the previous poll (``updated_at``, with a minute's
-overlap for clock differences). Durations are read in full once, then only the successes that
-ended since the previous read. A DAG that cannot be read is reported with
-``error`` set, never raised, so its deadlines are simply not judged that poll.
+overlap for clock differences). A fetcher with ``runs_of`` reads every watched DAG's runs at once.
+Durations are read in full once, then only the successes that ended since the previous read. A DAG
+that cannot be read is reported with ``error`` set, never raised, so its deadlines are simply not
+judged that poll.
 """
 
 from __future__ import annotations
@@ -170,9 +171,18 @@ class RunReader:
                 theirs = None
                 self.airflow_error = f"Airflow's deadlines unreadable: {type(exc).__name__}: {exc}"[:300]
         out: dict[str, DagRuns] = {}
+        batch = getattr(fetch, "runs_of", None)  # optional: every DAG's runs in one read
+        runs: dict[str, list[RunView]] | Exception | None = None
+        if batch is not None and len(wanted) > 1:
+            try:
+                runs = batch(wanted)
+            except Exception as exc:  # no DAG is judged this poll, as when the server is down
+                runs = exc
         for dag_id, since in wanted.items():
             try:
-                view = self._read(fetch, dag_id, since, now)
+                if isinstance(runs, Exception):
+                    raise runs
+                view = self._read(fetch, dag_id, since, now, runs.get(dag_id) if runs is not None else None)
                 if theirs is not None:
                     view = replace(view, airflow_deadlines=tuple(theirs.get(dag_id, ())))
                 out[dag_id] = view
@@ -180,8 +190,10 @@ class RunReader:
                 out[dag_id] = DagRuns(dag_id, error=f"{type(exc).__name__}: {exc}"[:300])
         return out
 
-    def _read(self, fetch: RunFetcher, dag_id: str, since: datetime, now: datetime) -> DagRuns:
-        runs = fetch.runs(dag_id, since)
+    def _read(
+        self, fetch: RunFetcher, dag_id: str, since: datetime, now: datetime, runs: list[RunView] | None
+    ) -> DagRuns:
+        runs = fetch.runs(dag_id, since) if runs is None else runs
         try:
             return self._progress(fetch, dag_id, runs, now)
         except Exception as exc:  # no forecast this poll; the runs alone still decide "missed"

@@ -172,8 +172,7 @@ class FakeApi:
 
 
 def test_rest_reads_only_what_changes_a_forecast_not_heartbeats() -> None:
-    """1,000 running: a full read is one batch POST; heartbeats cost one empty GET and one empty POST;
-    finished, newly started and resumed tasks are found; more than a GET page reads all again."""
+    """Full read in one POST; heartbeats read nothing; real changes are found; over a page reads all."""
     from airflow_crashsafe.watchdog.run_fetchers import TI_BATCH_PATH, ApiRunFetcher
 
     api = FakeApi(1000)
@@ -237,3 +236,47 @@ def test_rest_reader_sees_a_task_resume_from_deferral() -> None:
     view = reader.read(fetcher, T0 + timedelta(seconds=10))["d"]
     states = {t.task_id: t.state for t in view.runs[0].tasks}
     assert states == {"t0": "running", "t1": "running", "t2": "running", "later": "running"}
+
+
+def test_rest_reads_every_watched_dags_runs_in_one_batch_read() -> None:
+    """Two DAGs' runs come in one POST, each cut at its own due time; its failure marks both unread."""
+    from airflow_crashsafe.watchdog.run_fetchers import RUNS_BATCH_PATH, ApiRunFetcher
+
+    def run(dag: str, hours: int) -> dict[str, object]:
+        at = (T0 - timedelta(hours=hours)).isoformat()
+        return {
+            "dag_id": dag,
+            "dag_run_id": f"{dag}{hours}",
+            "run_type": "scheduled",
+            "state": "success",
+            "run_after": at,
+        }
+
+    sent: list[tuple[str, dict[str, object]]] = []
+    answer: dict[str, object] = {
+        "dag_runs": [run("a", 1), run("b", 1), run("a", 5), run("b", 5)],
+        "total_entries": 4,
+    }
+
+    def post(path: str, body: dict[str, object]) -> dict[str, object]:
+        sent.append((path, body))
+        if not answer:
+            raise ValueError(f"POST {path} answered HTTP 503")
+        return answer
+
+    def get(path: str, params: dict[str, object]) -> dict[str, object]:
+        return {"task_instances": [], "tasks": [], "total_entries": 0}
+
+    reader = RunReader(lambda now: {"a": T0 - timedelta(hours=6), "b": T0 - timedelta(hours=2)})
+    views = reader.read(ApiRunFetcher(get, post), T0)
+    assert {dag: [r.run_id for r in view.runs] for dag, view in views.items()} == {
+        "a": ["a1", "a5"],
+        "b": ["b1"],
+    }
+    runs_reads = [body for path, body in sent if path == RUNS_BATCH_PATH]
+    assert [(b["dag_ids"], b["run_after_gte"]) for b in runs_reads] == [
+        (["a", "b"], (T0 - timedelta(hours=6)).isoformat())
+    ]
+    answer.clear()
+    views = reader.read(ApiRunFetcher(get, post), T0)
+    assert all("503" in str(view.error) for view in views.values())
