@@ -186,8 +186,8 @@ def run(session: DrillSession, args: argparse.Namespace, progress: Progress) -> 
             "watch": {
                 "deadline_default_duration": args.storm_steps * args.storm_step_seconds,
                 "deadline_refresh": 5,
-                # Forget yesterday's occurrence of the deadline: no run was due then, which would
-                # page a missed deadline the moment the watchdog starts.
+                # Only tonight's deadline matters (yesterday's passed before the watchdog began
+                # watching, so it pages nothing anyway); a short keep keeps each poll's reads small.
                 "deadline_keep": 900,
             },
             "deadlines": _deadlines(ids, facts.deadline_at),

@@ -71,7 +71,7 @@ _FLOATS = (
     "once_deadline",
     "worker_threshold",
 )
-# [[deadlines]] (see watchdog/deadline_rules.py): a directory the replicas share to send each
+# [[deadlines]] (see watchdog/deadline_watch.py): a directory the replicas share to send each
 # deadline alert once, how long a past deadline is watched, a task's duration with no history,
 # how many successful tries make its median, how often dependencies and durations are re-read,
 # and whether to page Airflow's own DeadlineAlerts too (true, or the severity of their pages).
@@ -121,8 +121,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--api-password-env", metavar="VAR", help="environment variable with the API user's password")
     a(
         "--state-dir",
-        help="where state.json and outbox.jsonl live (default $CRASHSAFE_WATCH_STATE_DIR, else "
-        "~/.local/state/airflow-crashsafe/<instance>-<hash of instance and URL>: one per Airflow)",
+        help="where state.json, deadlines.json and outbox.jsonl live (default "
+        "$CRASHSAFE_WATCH_STATE_DIR, else ~/.local/state/airflow-crashsafe/<instance>-<hash of "
+        "instance and URL>: one per Airflow)",
     )
     a("--instance", help="name of this Airflow in alerts (default: the API/DB host)")
     a("--timeout", type=float, help="timeout of one request to Airflow, s (default 5)")
@@ -319,10 +320,10 @@ def _build(args: argparse.Namespace) -> Any:
                 f"cannot serve metrics on {opts['metrics_host']}:{opts['metrics_port']}: "
                 f"{exc.strerror or exc}; pick a free --metrics-port"
             ) from None
-    from airflow_crashsafe.watchdog.deadline_rules import build_deadline_watch
+    from airflow_crashsafe.watchdog.deadline_watch import build_deadline_watch
 
     deadlines = build_deadline_watch(
-        getattr(args, "config", None), opts, rules.instance, rules.repeat_interval
+        getattr(args, "config", None), opts, rules.instance, rules.repeat_interval, state_dir
     )
     if deadlines is not None:
         if runs_unreadable:

@@ -16,7 +16,10 @@ For each occurrence of each deadline (:mod:`airflow_crashsafe.watchdog.deadlines
 Both go through the incident engine without grace (the deadline is the threshold) and with a
 fixed ``dedup_id`` per (DAG, deadline name, deadline instant): two watchdog replicas with the
 same ``--instance`` send the same ``dedup_key``. An occurrence more than ``keep`` seconds past
-is forgotten without a resolve. With ``watch_airflow_deadlines``, each ``deadline`` row that
+is forgotten without a resolve. An occurrence whose deadline passed before the watchdog began
+watching its rule (``since``, kept by :class:`~airflow_crashsafe.watchdog.state.WatchStarts`)
+pages nothing — a rule configured at 10:00 is silent about 06:00 that morning — unless its
+incident is already open. With ``watch_airflow_deadlines``, each ``deadline`` row that
 Airflow's own DeadlineAlerts created for a run pages the same way (named ``airflow:<alert>``),
 so a deadline declared once in the DAG pages while the scheduler that evaluates it is dead.
 See docs/design.md, "Watchdog and alerting".
@@ -25,24 +28,18 @@ See docs/design.md, "Watchdog and alerting".
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from airflow_crashsafe.alerting.incidents import Condition, Incident, advance
-from airflow_crashsafe.alerting.model import Alert
-from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.watchdog.claims import ClaimDir
+from airflow_crashsafe.alerting.incidents import Condition
 from airflow_crashsafe.watchdog.deadlines import Deadline, Occurrence
 from airflow_crashsafe.watchdog.forecast import expected_durations, forecast_finish
-from airflow_crashsafe.watchdog.health import Observation
-from airflow_crashsafe.watchdog.runs import DagRuns, RunReader, RunView
+from airflow_crashsafe.watchdog.runs import DagRuns, RunView
 
-__all__ = ["DEADLINE_PREFIX", "DeadlineWatch", "build_deadline_watch", "deadline_conditions", "watched_run"]
+__all__ = ["AIRFLOW_NAME", "airflow_deadline_conditions", "deadline_conditions", "watched_run"]
 
-DEADLINE_PREFIX = "deadline_"
 UTC = ZoneInfo("UTC")
 #: How the pages of Airflow's own DeadlineAlerts name their deadline.
 AIRFLOW_NAME = "airflow:"
@@ -64,6 +61,16 @@ def _keys(deadline: Deadline, occurrence: Occurrence) -> tuple[str, str, str]:
     return f"deadline_missed:{ident}", f"deadline_at_risk:{ident}", dedup_id
 
 
+def _watched(
+    deadline: Deadline, occurrence: Occurrence, since: datetime | None, is_open: Callable[[str], bool]
+) -> bool:
+    """Whether the occurrence's deadline passed while watched (or not yet), or it already paged."""
+    if since is None or occurrence.at >= since:
+        return True
+    missed_key, risk_key, _ = _keys(deadline, occurrence)
+    return is_open(missed_key) or is_open(risk_key)
+
+
 def _conditions(
     deadline: Deadline,
     occurrence: Occurrence,
@@ -71,7 +78,7 @@ def _conditions(
     view: DagRuns,
     now: datetime,
     default_duration: float,
-    at_risk_open: Callable[[str], bool],
+    is_open: Callable[[str], bool],
 ) -> dict[str, Condition]:
     """The missed and at-risk conditions of one occurrence and its run (None: no run due)."""
     if run is not None and run.state == "success":
@@ -105,7 +112,7 @@ def _conditions(
         found[missed_key] = Condition(
             missed_key, deadline.severity, summary, occurrence.at, details, 0.0, dedup_id
         )
-    if deadline.early and ((now < occurrence.at and late) or at_risk_open(risk_key)):
+    if deadline.early and ((now < occurrence.at and late) or is_open(risk_key)):
         if run is not None and run.state == "failed":
             why = f"run {run.run_id} failed"
         elif forecast is not None:
@@ -128,13 +135,20 @@ def deadline_conditions(
     *,
     keep: float,
     default_duration: float,
-    at_risk_open: Callable[[str], bool] = lambda key: False,
+    is_open: Callable[[str], bool] = lambda key: False,
+    since: datetime | None = None,
 ) -> dict[str, Condition]:
-    """What is wrong right now with ``deadline``'s occurrences, given its DAG's runs."""
+    """What is wrong right now with ``deadline``'s occurrences, given its DAG's runs.
+
+    ``since``: when the rule began to be watched; an occurrence due before it is skipped unless
+    one of its incidents ``is_open``.
+    """
     found: dict[str, Condition] = {}
     for occurrence in deadline.occurrences(now, keep):
+        if not _watched(deadline, occurrence, since, is_open):
+            continue
         run = watched_run(view.runs, deadline, occurrence)
-        found.update(_conditions(deadline, occurrence, run, view, now, default_duration, at_risk_open))
+        found.update(_conditions(deadline, occurrence, run, view, now, default_duration, is_open))
     return found
 
 
@@ -144,12 +158,14 @@ def airflow_deadline_conditions(
     *,
     severity: str,
     default_duration: float,
-    at_risk_open: Callable[[str], bool] = lambda key: False,
+    is_open: Callable[[str], bool] = lambda key: False,
+    since: datetime | None = None,
 ) -> dict[str, Condition]:
     """The same pages for the ``deadline`` rows of Airflow's own DeadlineAlerts on this DAG's runs.
 
     Each row names its run and its instant, so it is one occurrence whose window is the run's own
-    ``run_after``. A row whose run is not among the runs read (deleted) is skipped.
+    ``run_after``. A row whose run is not among the runs read (deleted) is skipped, and so is one
+    whose instant passed before ``since`` (when they began to be watched) unless it already paged.
     """
     runs = {run.run_id: run for run in view.runs}
     found: dict[str, Condition] = {}
@@ -160,129 +176,7 @@ def airflow_deadline_conditions(
         name = f"{AIRFLOW_NAME}{row.name or 'deadline'}"
         deadline = Deadline(name, row.dag_id, UTC, severity=severity, early_severity=severity)
         occurrence = Occurrence(row.at, row.run_after, row.at)
-        found.update(_conditions(deadline, occurrence, run, view, now, default_duration, at_risk_open))
+        if not _watched(deadline, occurrence, since, is_open):
+            continue
+        found.update(_conditions(deadline, occurrence, run, view, now, default_duration, is_open))
     return found
-
-
-@dataclass
-class DeadlineWatch:
-    """The deadlines of one watchdog and how they page (see the module docstring)."""
-
-    deadlines: tuple[Deadline, ...]
-    instance: str
-    repeat_interval: float = 3600.0
-    keep: float = 86400.0
-    default_duration: float = 300.0
-    claims: ClaimDir | None = None
-    #: Severity of the pages for Airflow's own DeadlineAlerts; None: those are not watched.
-    airflow_severity: str | None = None
-
-    @staticmethod
-    def owns(key: str) -> bool:
-        return key.startswith(DEADLINE_PREFIX)
-
-    def wanted(self, now: datetime) -> dict[str, datetime]:
-        """Per watched DAG, the oldest ``run_after`` any occurrence being watched can have."""
-        out: dict[str, datetime] = {}
-        for deadline in self.deadlines:
-            for occurrence in deadline.occurrences(now, self.keep):
-                since = out.get(deadline.dag_id)
-                out[deadline.dag_id] = min(since, occurrence.due_from) if since else occurrence.due_from
-        return out
-
-    def evaluate(
-        self, incidents: Mapping[str, Incident], observation: Observation, enqueue: Callable[[Alert], Any]
-    ) -> tuple[dict[str, Incident], list[Alert]]:
-        """Fold one observation into the deadline incidents; spool their alerts with ``enqueue``."""
-        now = observation.at
-        oldest = now - timedelta(seconds=self.keep)
-        current = {  # an occurrence past ``keep`` is forgotten (it stays open in the sink, if it was)
-            key: i
-            for key, i in incidents.items()
-            if datetime.fromisoformat(str(i.details.get("deadline_utc") or now.isoformat())) > oldest
-        }
-        views = {dag: view for dag, view in (observation.deadline_dags or {}).items() if view.error is None}
-        theirs = {dag for dag, view in views.items() if view.airflow_deadlines is not None}
-        active: dict[str, Condition] = {}
-        for deadline in self.deadlines:
-            if deadline.dag_id in views:
-                view = views[deadline.dag_id]
-                found = deadline_conditions(
-                    deadline,
-                    view,
-                    now,
-                    keep=self.keep,
-                    default_duration=self.default_duration,
-                    at_risk_open=lambda key: key in current,
-                )
-                active.update(found)
-        for dag in theirs if self.airflow_severity else ():
-            assert self.airflow_severity is not None
-            found = airflow_deadline_conditions(
-                views[dag],
-                now,
-                severity=self.airflow_severity,
-                default_duration=self.default_duration,
-                at_risk_open=lambda key: key in current,
-            )
-            active.update(found)
-
-        def judged(key: str) -> bool:
-            details = current[key].details
-            airflow = str(details.get("deadline", "")).startswith(AIRFLOW_NAME)
-            return details.get("dag_id") in (theirs if airflow else views)
-
-        result, alerts = advance(
-            current,
-            active,
-            now,
-            grace=0.0,
-            repeat_interval=self.repeat_interval,
-            instance=self.instance,
-            judged=judged,
-        )
-        if self.claims is not None:
-            return result, self.claims.admit(alerts, enqueue, self.repeat_interval)
-        for alert in alerts:
-            enqueue(alert)
-        return result, alerts
-
-
-def build_deadline_watch(
-    config: str | None, opts: Mapping[str, Any], instance: str, repeat_interval: float
-) -> tuple[DeadlineWatch, RunReader] | None:
-    """The watch and the run reader for ``[[deadlines]]`` and ``watch_airflow_deadlines``; else None."""
-    from airflow_crashsafe.alerting.config import load_config_file
-    from airflow_crashsafe.watchdog.deadlines import parse_deadlines, severity_option
-
-    deadlines = parse_deadlines(load_config_file(config).get("deadlines")) if config else ()
-    airflow = opts.get("watch_airflow_deadlines") or False
-    if not isinstance(airflow, bool):
-        airflow = severity_option("watch_airflow_deadlines", airflow)
-    if not deadlines and not airflow:
-        return None
-    names = ("deadline_keep", "deadline_default_duration", "deadline_refresh", "deadline_history")
-    try:
-        numbers = {k: float(opts[k]) for k in names}
-    except (TypeError, ValueError):
-        numbers = {}
-    if len(numbers) < len(names) or min(numbers.values()) <= 0:
-        raise ConfigurationError(f"[watch] options {list(names)} must be numbers > 0")
-    claim_dir = opts["deadline_claim_dir"]
-    watch = DeadlineWatch(
-        deadlines,
-        instance,
-        repeat_interval=repeat_interval,
-        keep=numbers["deadline_keep"],
-        default_duration=numbers["deadline_default_duration"],
-        claims=ClaimDir(claim_dir) if claim_dir else None,
-        airflow_severity=("critical" if airflow is True else airflow) if airflow else None,
-    )
-    reader = RunReader(
-        watch.wanted,
-        history=max(1, int(numbers["deadline_history"])),
-        refresh=numbers["deadline_refresh"],
-        airflow_deadlines=bool(airflow),
-        keep=watch.keep,
-    )
-    return watch, reader

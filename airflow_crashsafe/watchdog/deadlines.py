@@ -19,7 +19,9 @@ the entry and the field. How the occurrences page: :mod:`airflow_crashsafe.watch
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -101,6 +103,19 @@ class Deadline:
             if len(fires) > 10_000:  # e.g. every minute for a long keep: enough
                 break
         return [Occurrence(a + self.offset, a, b) for a, b in itertools.pairwise(fires)]
+
+    @property
+    def identity(self) -> str:
+        """``<name>#<hash>`` of what decides which instants and which run are watched.
+
+        Changing the DAG, the name, the time, zone, cron, offset or run types makes a new rule
+        (watched from when it is first seen); changing only a severity or ``early`` does not.
+        """
+        when = self.at.isoformat() if self.at else None
+        what: list[Any] = [self.dag_id, self.name, self.tz.key, when, self.cron, self.offset.total_seconds()]
+        what.append(list(self.run_types))
+        digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:12]
+        return f"{self.name}#{digest}"
 
     def describe(self) -> str:
         when = f"{self.at.isoformat('minutes')}" if self.at else f"cron {self.cron!r} + {self.offset}"

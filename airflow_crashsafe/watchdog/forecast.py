@@ -17,10 +17,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["DONE_STATES", "Forecast", "TaskProgress", "expected_durations", "forecast_finish"]
+__all__ = [
+    "DONE_STATES",
+    "STARTED_STATES",
+    "Forecast",
+    "TaskProgress",
+    "expected_durations",
+    "forecast_finish",
+]
 
 #: Task states that need nothing more for the run to finish.
 DONE_STATES = frozenset({"success", "skipped", "removed"})
+#: Task states that count as started: what is left is the expected duration minus the time run.
+STARTED_STATES = frozenset({"running", "deferred"})
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,7 @@ def _remaining(
         pending = [ti for ti in instances if ti.state not in DONE_STATES]
         if instances and not pending:
             left[task] = 0.0
-        elif not instances or any(ti.state not in ("running", "deferred") for ti in pending):
+        elif not instances or any(ti.state not in STARTED_STATES for ti in pending):
             # No task instance yet, or one not started (or failed, to be retried): all of it.
             left[task] = full
         else:

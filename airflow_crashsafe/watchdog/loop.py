@@ -28,7 +28,7 @@ from airflow_crashsafe.watchdog.rules import Rules, evaluate
 from airflow_crashsafe.watchdog.state import StateFile
 
 if TYPE_CHECKING:
-    from airflow_crashsafe.watchdog.deadline_rules import DeadlineWatch
+    from airflow_crashsafe.watchdog.deadline_watch import DeadlineWatch
     from airflow_crashsafe.watchdog.runs import RunReader
 
 __all__ = ["Source", "Watchdog", "utcnow"]

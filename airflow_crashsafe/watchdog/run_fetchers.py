@@ -3,27 +3,35 @@
 Both read the same facts (see :class:`~airflow_crashsafe.watchdog.runs.RunFetcher`), and neither
 needs the scheduler: the api-server and the DB answer while it is dead.
 
-* REST: ``GET /api/v2/dags/{dag_id}/dagRuns`` (``run_after_gte``), ``.../tasks``
-  (``downstream_task_ids``) and ``.../dagRuns/~/taskInstances`` (``state=success``, newest first)
-  for durations; GET lists are paged as large as the server allows (``[api] maximum_page_limit``,
-  100 by default). A running run's task instances are read with the batch read ``POST
-  /api/v2/dags/~/dagRuns/~/taskInstances/list``, whose ``page_limit`` the server does not clamp:
-  one request for up to :data:`LIMIT` of them instead of one per 100. Between full reads, one
-  ``GET .../dagRuns/~/taskInstances?updated_at_gte=`` asks for the changed ones (the batch
-  read has no ``updated_at`` filter); when more changed than that one page holds, the batch read
-  replaces the rest of the pages. Each covers every running run of the DAG at once, so a poll costs
-  at most three requests per DAG (the full read of runs new since the last poll, the changes of
-  the others), however many runs go and task instances changed. Airflow's own
-  deadlines come from the UI's API, ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST
-  API of 3.3.2, so it may change with Airflow), and each run's ``run_after`` from
-  ``.../dagRuns/{run_id}``.
+* REST: a DAG's runs and task instances come from the batch reads ``POST
+  /api/v2/dags/~/dagRuns/list`` and ``POST /api/v2/dags/~/dagRuns/~/taskInstances/list``
+  (``dag_ids``, ``dag_run_ids``), whose ``page_limit`` the server does not clamp to ``[api]
+  maximum_page_limit``, and which — unlike a GET naming the DAG — do not load the serialized DAG
+  on every request (hundreds of milliseconds for a 1,000-task DAG); the runs of every watched DAG
+  come in one read (:meth:`ApiRunFetcher.runs_of`). Dependencies come from
+  ``.../tasks`` (``downstream_task_ids``), durations from the successful task instances, newest
+  first. Between full reads of a running run, only what can change its forecast is read:
+
+  1. ``GET /api/v2/dags/~/dagRuns/~/taskInstances?updated_at_gte=&state=<every state but
+     running>`` (``dag_id_prefix_pattern``, then filtered to the DAG): those that finished, failed,
+     were cleared or queued. Running ones are left out because their heartbeat touches
+     ``updated_at`` every few seconds: 1,000 running tasks would be 1,000 "changes" each poll;
+  2. the batch read of the running ones that started since (a first start, or a retry);
+  3. the batch read of the running ones last seen waiting (queued, scheduled, …): a task resuming
+     from a deferral keeps its old ``start_date``, so (2) would miss it.
+
+  When (1) has more than one page, the runs are read in full instead. Each read covers every
+  running run of the DAG at once. Without the batch reads (``post_json`` not given), GET lists
+  paged as large as the server allows. Airflow's own deadlines come from the UI's API,
+  ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
+  Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
 * DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
   ``dag_run`` and ``deadline_alert``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -50,6 +58,12 @@ def _run(run_id: Any, run_type: Any, state: Any, run_after: Any, start: Any, end
     )
 
 
+def _rest_run(r: Mapping[str, Any]) -> RunView:
+    return _run(
+        r["dag_run_id"], r["run_type"], r["state"], r["run_after"], r.get("start_date"), r.get("end_date")
+    )
+
+
 def _keep(found: dict[str, list[float]], task_id: str, duration: Any, per_task: int) -> None:
     if duration is not None and len(found.setdefault(task_id, [])) < per_task:
         found[task_id].append(float(duration))
@@ -62,8 +76,42 @@ def _progress(t: dict[str, Any]) -> TaskProgress:
 
 
 Json = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def _paged(read: Callable[[int], dict[str, Any]], key: str, max_pages: int) -> Iterator[Any]:
+    """Every item of the list ``key`` that ``read(offset)`` answers page by page."""
+    offset = 0
+    for _ in range(max_pages):
+        body = read(offset)
+        page = list(body.get(key, []))
+        yield from page
+        offset += len(page)
+        total = body.get("total_entries")
+        if not page or (total is not None and offset >= total):
+            return
+
+
 #: The batch read of task instances (Airflow 3.3's ``get_task_instances_batch``).
 TI_BATCH_PATH = "/api/v2/dags/~/dagRuns/~/taskInstances/list"
+#: The batch read of DAG runs (``get_list_dag_runs_batch``).
+RUNS_BATCH_PATH = "/api/v2/dags/~/dagRuns/list"
+#: Task instances of every DAG and run (a GET naming no DAG loads no serialized DAG).
+TI_ALL_PATH = "/api/v2/dags/~/dagRuns/~/taskInstances"
+#: Every task instance state but ``running`` (``none``: not scheduled yet).
+NOT_RUNNING = (
+    "none",
+    "removed",
+    "scheduled",
+    "queued",
+    "success",
+    "restarting",
+    "failed",
+    "up_for_retry",
+    "up_for_reschedule",
+    "upstream_failed",
+    "skipped",
+    "deferred",
+)
 
 
 class ApiRunFetcher:
@@ -75,33 +123,46 @@ class ApiRunFetcher:
 
     def _pages(self, path: str, key: str, params: dict[str, Any], max_pages: int = 1000) -> Iterator[Any]:
         """Every item of a paged list. Asks for ``LIMIT`` a page; the server may clamp it lower."""
-        offset = 0
-        for _ in range(max_pages):
-            body = self.get_json(path, {**params, "limit": LIMIT, "offset": offset})
-            items = list(body.get(key, []))
-            yield from items
-            offset += len(items)
-            total = body.get("total_entries")
-            if not items or (total is not None and offset >= total):
-                return
+        return _paged(
+            lambda at: self.get_json(path, {**params, "limit": LIMIT, "offset": at}), key, max_pages
+        )
+
+    def _posted(self, path: str, key: str, query: dict[str, Any], max_pages: int = 1000) -> Iterator[Any]:
+        """Every item of a batch read, :data:`LIMIT` a request (batch reads are not clamped)."""
+        post = self.post_json
+        assert post is not None
+        return _paged(
+            lambda at: post(path, {**query, "page_limit": LIMIT, "page_offset": at}), key, max_pages
+        )
 
     def runs(self, dag_id: str, since: datetime) -> list[RunView]:
+        if self.post_json is not None:
+            return self.runs_of({dag_id: since})[dag_id]
         path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns"
         params = {"run_after_gte": since.isoformat(), "order_by": "-run_after"}
-        return [
-            _run(
-                r["dag_run_id"],
-                r["run_type"],
-                r["state"],
-                r["run_after"],
-                r.get("start_date"),
-                r.get("end_date"),
-            )
-            for r in self._pages(path, "dag_runs", params, max_pages=5)
-        ]
+        return [_rest_run(r) for r in self._pages(path, "dag_runs", params, max_pages=5)]
+
+    def runs_of(self, wanted: Mapping[str, datetime]) -> dict[str, list[RunView]]:
+        """The runs of every DAG in ``wanted`` (DAG id -> oldest ``run_after``) in one batch read."""
+        if self.post_json is None:
+            return {dag_id: self.runs(dag_id, since) for dag_id, since in wanted.items()}
+        found: dict[str, list[RunView]] = {dag_id: [] for dag_id in wanted}
+        query = {"dag_ids": sorted(wanted), "run_after_gte": min(wanted.values()).isoformat()}
+        for r in self._posted(
+            RUNS_BATCH_PATH, "dag_runs", {**query, "order_by": "-run_after"}, 5 * len(wanted)
+        ):
+            run = _rest_run(r)
+            dag_id = str(r.get("dag_id"))
+            if dag_id in found and run.run_after >= wanted[dag_id]:
+                found[dag_id].append(run)
+        return found
 
     def task_instances(
-        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+        self,
+        dag_id: str,
+        run_ids: Sequence[str],
+        updated_since: datetime | None = None,
+        waiting: Collection[str] = (),
     ) -> dict[str, list[TaskProgress]]:
         found: dict[str, list[TaskProgress]] = {run_id: [] for run_id in run_ids}
         if not run_ids:
@@ -113,33 +174,33 @@ class ApiRunFetcher:
                 path = f"/api/v2/dags/{dag}/dagRuns/{quote(run_id, safe='')}/taskInstances"
                 found[run_id] = [_progress(t) for t in self._pages(path, "task_instances", params)]
             return found
-        items: list[Any] | None = None
-        if updated_since is not None:  # every run of the DAG: one GET, however many runs go
-            since: dict[str, Any] = {"updated_at_gte": updated_since.isoformat(), "limit": LIMIT, "offset": 0}
-            body = self.get_json(f"/api/v2/dags/{dag}/dagRuns/~/taskInstances", since)
-            items = list(body.get("task_instances", []))
-            total = body.get("total_entries")
-            if total is not None and len(items) < int(total):
-                items = None  # more changed than a page: the batch read instead of the other pages
-        for t in self._batch(dag_id, run_ids) if items is None else items:
+        query = {"dag_ids": [dag_id], "dag_run_ids": list(run_ids)}
+        items = self._changes(dag_id, query, updated_since, waiting) if updated_since else None
+        if items is None:
+            items = list(self._posted(TI_BATCH_PATH, "task_instances", {**query, "order_by": "id"}))
+        for t in items:
             run_id = str(t.get("dag_run_id"))
-            if run_id in found:
+            if run_id in found and t.get("dag_id", dag_id) == dag_id:
                 found[run_id].append(_progress(t))
         return found
 
-    def _batch(self, dag_id: str, run_ids: Sequence[str]) -> Iterator[Any]:
-        """Every task instance of the runs, :data:`LIMIT` a request (the batch read is not clamped)."""
-        assert self.post_json is not None
-        query = {"dag_ids": [dag_id], "dag_run_ids": list(run_ids), "page_limit": LIMIT, "order_by": "id"}
-        offset = 0
-        for _ in range(1000):
-            body = self.post_json(TI_BATCH_PATH, {**query, "page_offset": offset})
-            page = list(body.get("task_instances", []))
-            yield from page
-            offset += len(page)
-            total = body.get("total_entries")
-            if not page or (total is not None and offset >= total):
-                return
+    def _changes(
+        self, dag_id: str, query: dict[str, Any], since: datetime, waiting: Collection[str]
+    ) -> list[Any] | None:
+        """What changed a forecast since ``since`` (see the module docstring); None: read all."""
+        params = {"dag_id_prefix_pattern": dag_id, "updated_at_gte": since.isoformat(), "state": NOT_RUNNING}
+        body = self.get_json(TI_ALL_PATH, {**params, "limit": LIMIT, "offset": 0})
+        items = list(body.get("task_instances", []))
+        total = body.get("total_entries")
+        if total is not None and len(items) < int(total):
+            return None  # more than a page: the batch read of everything instead of the other pages
+        running = {**query, "state": ["running"]}
+        items += self._posted(
+            TI_BATCH_PATH, "task_instances", {**running, "start_date_gte": since.isoformat()}
+        )
+        if waiting:
+            items += self._posted(TI_BATCH_PATH, "task_instances", {**running, "task_ids": sorted(waiting)})
+        return items
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
         return graph_from_tasks(self.get_json(f"/api/v2/dags/{quote(dag_id, safe='')}/tasks", {})["tasks"])
@@ -147,12 +208,17 @@ class ApiRunFetcher:
     def durations(
         self, dag_id: str, per_task: int, ended_since: datetime | None = None
     ) -> dict[str, tuple[float, ...]]:
-        path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/~/taskInstances"
         found: dict[str, list[float]] = {}
-        params = {"state": "success", "order_by": "-end_date"}
-        if ended_since is not None:
-            params["end_date_gte"] = ended_since.isoformat()
-        for ti in self._pages(path, "task_instances", params, max_pages=MAX_HISTORY_PAGES):
+        since = {"end_date_gte": ended_since.isoformat()} if ended_since is not None else {}
+        if self.post_json is not None:
+            query = {"dag_ids": [dag_id], "state": ["success"], "order_by": "-end_date", **since}
+            pages = max(1, MAX_HISTORY_PAGES * 100 // LIMIT)  # as many as 100 GET pages of 100
+            tis = self._posted(TI_BATCH_PATH, "task_instances", query, max_pages=pages)
+        else:
+            path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/~/taskInstances"
+            params = {"state": "success", "order_by": "-end_date", **since}
+            tis = self._pages(path, "task_instances", params, max_pages=MAX_HISTORY_PAGES)
+        for ti in tis:
             _keep(found, str(ti["task_id"]), ti.get("duration"), per_task)
         return {task: tuple(d) for task, d in found.items()}
 
@@ -211,8 +277,13 @@ class DbRunFetcher:
         return [_run(*row) for row in self.rows(_RUNS, (dag_id, self._when(since)))]
 
     def task_instances(
-        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+        self,
+        dag_id: str,
+        run_ids: Sequence[str],
+        updated_since: datetime | None = None,
+        waiting: Collection[str] = (),
     ) -> dict[str, list[TaskProgress]]:
+        """``waiting`` is not needed: ``updated_at`` finds every change (heartbeats cost nothing here)."""
         found: dict[str, list[TaskProgress]] = {run_id: [] for run_id in run_ids}
         if not run_ids:
             return found

@@ -8,21 +8,22 @@ definitions created for runs (one per run and alert, with its ``deadline_time``)
 then read too. Dependencies and durations change slowly, so they are cached for ``refresh``
 seconds; runs are read every poll, and a running run's task instances in full once per
 ``refresh``, else only those updated since the previous poll (``updated_at``, with a minute's
-overlap for clock differences). Durations are read in full once, then only the successes that
-ended since the previous read. A DAG that cannot be read is reported with
-``error`` set, never raised, so its deadlines are simply not judged that poll.
+overlap for clock differences). A fetcher with ``runs_of`` reads every watched DAG's runs at once.
+Durations are read in full once, then only the successes that ended since the previous read. A DAG
+that cannot be read is reported with ``error`` set, never raised, so its deadlines are simply not
+judged that poll.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from airflow_crashsafe.watchdog.forecast import TaskProgress
+from airflow_crashsafe.watchdog.forecast import DONE_STATES, STARTED_STATES, TaskProgress
 
 __all__ = [
     "AirflowDeadline",
@@ -86,10 +87,16 @@ class RunFetcher(Protocol):
     def runs(self, dag_id: str, since: datetime) -> list[RunView]: ...
 
     def task_instances(
-        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+        self,
+        dag_id: str,
+        run_ids: Sequence[str],
+        updated_since: datetime | None = None,
+        waiting: Collection[str] = (),
     ) -> dict[str, list[TaskProgress]]:
         """The task instances of the DAG's runs ``run_ids`` (each one a key), in as few reads as
-        the source allows; with ``updated_since`` only those updated since."""
+        the source allows; with ``updated_since`` at least those whose state or start changed
+        since. ``waiting``: the tasks last seen neither started nor done (the REST source asks
+        which of them run now)."""
         ...
 
     def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]: ...
@@ -164,9 +171,18 @@ class RunReader:
                 theirs = None
                 self.airflow_error = f"Airflow's deadlines unreadable: {type(exc).__name__}: {exc}"[:300]
         out: dict[str, DagRuns] = {}
+        batch = getattr(fetch, "runs_of", None)  # optional: every DAG's runs in one read
+        runs: dict[str, list[RunView]] | Exception | None = None
+        if batch is not None and len(wanted) > 1:
+            try:
+                runs = batch(wanted)
+            except Exception as exc:  # no DAG is judged this poll, as when the server is down
+                runs = exc
         for dag_id, since in wanted.items():
             try:
-                view = self._read(fetch, dag_id, since, now)
+                if isinstance(runs, Exception):
+                    raise runs
+                view = self._read(fetch, dag_id, since, now, runs.get(dag_id) if runs is not None else None)
                 if theirs is not None:
                     view = replace(view, airflow_deadlines=tuple(theirs.get(dag_id, ())))
                 out[dag_id] = view
@@ -174,8 +190,10 @@ class RunReader:
                 out[dag_id] = DagRuns(dag_id, error=f"{type(exc).__name__}: {exc}"[:300])
         return out
 
-    def _read(self, fetch: RunFetcher, dag_id: str, since: datetime, now: datetime) -> DagRuns:
-        runs = fetch.runs(dag_id, since)
+    def _read(
+        self, fetch: RunFetcher, dag_id: str, since: datetime, now: datetime, runs: list[RunView] | None
+    ) -> DagRuns:
+        runs = fetch.runs(dag_id, since) if runs is None else runs
         try:
             return self._progress(fetch, dag_id, runs, now)
         except Exception as exc:  # no forecast this poll; the runs alone still decide "missed"
@@ -214,8 +232,14 @@ class RunReader:
         if known:
             oldest = min(at for at, _ in known.values()) - timedelta(seconds=TI_OVERLAP)
             reads.append((list(known), oldest))
+        waiting = {
+            ti.task_id
+            for _, seen in known.values()
+            for ti in seen.values()
+            if ti.state not in DONE_STATES and ti.state not in STARTED_STATES
+        }
         for ids, since in reads:
-            for run_id, found in fetch.task_instances(dag_id, ids, since).items():
+            for run_id, found in fetch.task_instances(dag_id, ids, since, waiting if since else ()).items():
                 for ti in found:
                     tis.setdefault(run_id, {})[ti.task_id, ti.map_index] = ti
         for run_id in run_ids:

@@ -1,9 +1,12 @@
-"""The watchdog's memory: incidents (pending and open) in a JSON file, replaced atomically.
+"""The watchdog's memory: incidents (pending and open) and when it began watching each deadline.
 
-Restarting the watchdog must not page again for an incident already paged, nor forget to
-resolve it, nor restart a grace period. A state file that cannot be parsed (not UTF-8, not
-JSON, not the expected shape) is moved aside (``.corrupt-<time>``) and logged; watching goes on
-from an empty state rather than not at all.
+Both are JSON files in the state directory, replaced atomically. Restarting the watchdog must not
+page again for an incident already paged, nor forget to resolve it, nor restart a grace period
+(``state.json``, :class:`StateFile`); nor forget since when it watches a ``[[deadlines]]`` rule,
+which decides whether a deadline passed while it watched or before (``deadlines.json``,
+:class:`WatchStarts`). A file that cannot be parsed (not UTF-8, not JSON, not the expected shape)
+is moved aside (``.corrupt-<time>``) and logged; watching goes on from an empty state rather than
+not at all.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 from airflow_crashsafe.alerting.incidents import Incident
 from airflow_crashsafe.alerting.outbox import atomic_write_text
 
-__all__ = ["StateFile", "default_state_dir"]
+__all__ = ["StateFile", "WatchStarts", "default_state_dir"]
 
 log = logging.getLogger(__name__)
 VERSION = 1
@@ -81,6 +84,32 @@ def default_state_dir(instance: str, target: str, root: Path | None = None) -> P
     return base / f"{slug[:40]}-{digest}"
 
 
+def _read(path: Path, section: str) -> dict[str, Any]:
+    """The ``section`` object of the versioned JSON file at ``path``; {} if absent or unreadable."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(raw.decode("utf-8"))  # not UTF-8 is corrupt too (UnicodeDecodeError)
+        if (
+            not isinstance(data, dict)
+            or data.get("version") != VERSION
+            or not isinstance(data[section], dict)
+        ):
+            raise ValueError(f"expected an object with version {VERSION} and {section!r}")
+        return data[section]
+    except (ValueError, KeyError, TypeError) as exc:
+        _set_aside(path, exc)
+        return {}
+
+
+def _set_aside(path: Path, exc: Exception) -> None:
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    os.replace(path, aside)
+    log.error("watchdog state %s unreadable (%s); moved to %s, starting empty", path, exc, aside)
+
+
 class StateFile:
     """``load()`` and ``save()`` the incidents at ``path``."""
 
@@ -89,20 +118,41 @@ class StateFile:
 
     def load(self) -> dict[str, Incident]:
         try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return {}
-        try:
-            data = json.loads(raw.decode("utf-8"))  # not UTF-8 is corrupt too (UnicodeDecodeError)
-            if not isinstance(data, dict) or data.get("version") != VERSION:
-                raise ValueError(f"expected an object with version {VERSION}")
-            return {key: _load(value) for key, value in data["incidents"].items()}
+            return {key: _load(value) for key, value in _read(self.path, "incidents").items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            os.replace(self.path, aside)
-            log.error("watchdog state %s unreadable (%s); moved to %s, starting empty", self.path, exc, aside)
+            _set_aside(self.path, exc)
             return {}
 
     def save(self, incidents: Mapping[str, Incident]) -> None:
         data = {"version": VERSION, "incidents": {key: _dump(i) for key, i in sorted(incidents.items())}}
         atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+class WatchStarts:
+    """``load()`` and ``save()`` when this watchdog began watching each deadline rule, by identity.
+
+    A deadline that passed before its rule was watched is not paged (a rule configured at 10:00
+    does not page for 06:00 that morning), so the moment must survive a restart of the watchdog
+    and of each ``--once``. Unreadable, it is moved aside and watching starts anew: no page for
+    what passed before, the conservative side.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, datetime]:
+        try:
+            found = {
+                key: datetime.fromisoformat(value["since"])
+                for key, value in _read(self.path, "rules").items()
+            }
+            if any(since.tzinfo is None for since in found.values()):
+                raise ValueError("'since' must have a UTC offset")
+        except (ValueError, KeyError, TypeError) as exc:
+            _set_aside(self.path, exc)
+            return {}
+        return found
+
+    def save(self, starts: Mapping[str, datetime]) -> None:
+        rules = {key: {"since": since.isoformat()} for key, since in sorted(starts.items())}
+        atomic_write_text(self.path, json.dumps({"version": VERSION, "rules": rules}, indent=1) + "\n")

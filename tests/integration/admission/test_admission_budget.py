@@ -6,6 +6,7 @@ re-run); ``recovery_admission`` is what effect(), fenced_transaction and TaskFlo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,19 @@ def store(configured_store: Store) -> Store:
 
 def _rerun(task_id: str) -> dict[str, Any]:
     return fake_context(task_id=task_id, try_number=2)
+
+
+@contextlib.contextmanager
+def full_budget(store: Store, resource: str) -> Iterator[float]:
+    """A re-run holds ``resource``'s only place for 0.8 s; yields when it took it (monotonic)."""
+    holder = recovery_admission(resource, context=_rerun("holder"), concurrency=1, store=store)
+    holder.__enter__()
+    timer = threading.Timer(0.8, holder.__exit__, args=(None, None, None))
+    timer.start()
+    try:
+        yield time.monotonic()
+    finally:
+        timer.join()
 
 
 def test_n_reruns_with_budget_k_never_run_more_than_k_at_once(store: Store) -> None:
@@ -89,20 +104,52 @@ def test_first_try_is_never_delayed(store: Store) -> None:
 
 def test_rerun_waits_for_a_full_budget_and_records_the_wait(store: Store) -> None:
     """A re-run behind a full budget is admitted once the holder releases; admission_waited is recorded."""
-    holder = recovery_admission("warehouse", context=_rerun("holder"), concurrency=1, store=store)
-    holder.__enter__()
-    timer = threading.Timer(0.8, holder.__exit__, args=(None, None, None))
-    timer.start()
-    started = time.monotonic()
-    with recovery_admission("warehouse", context=_rerun("waiter"), concurrency=1, store=store) as lease:
+    with (
+        full_budget(store, "warehouse") as started,
+        recovery_admission("warehouse", context=_rerun("waiter"), concurrency=1, store=store) as lease,
+    ):
         assert lease is not None
         assert lease.place == 1
         assert time.monotonic() - started >= 0.7
-    timer.join()
     events = store.events(kinds=[sql.WAITED_EVENT])
     assert [e["task_id"] for e in events] == ["waiter"]
     assert events[0]["detail"]["waited_seconds"] >= 0.7
     assert events[0]["target"] == "warehouse"
+
+
+def test_effect_rerun_waits_for_its_targets_budget(store: Store) -> None:
+    """effect() in a recovery re-run waits for a place of its target; its block runs once admitted."""
+    from airflow_crashsafe.effects import effect
+
+    with (
+        full_budget(store, "sms-gateway") as started,
+        effect("sms-gateway", context=_rerun("sender"), recovery_concurrency=1, store=store) as fx,
+    ):
+        assert fx.pending
+        assert time.monotonic() - started >= 0.7
+        fx.done("sent")
+    assert [e["task_id"] for e in store.events(kinds=[sql.WAITED_EVENT])] == ["sender"]
+
+
+def test_fenced_transaction_rerun_waits_for_its_connections_budget(store: Store, sqlite_url: str) -> None:
+    """fenced_transaction in a recovery re-run waits for a place of its connection before it writes."""
+    from airflow_crashsafe.fencing import fenced_transaction
+    from airflow_crashsafe.store.dbapi import connect_url
+
+    db = connect_url(sqlite_url)
+    try:
+        db.execute("CREATE TABLE out (v INTEGER)")
+        with (
+            full_budget(store, "warehouse_conn") as started,
+            fenced_transaction(
+                "warehouse_conn", "out", context=_rerun("load"), db=db, store=store, recovery_concurrency=1
+            ) as tx,
+        ):
+            assert time.monotonic() - started >= 0.7
+            tx.cursor.execute("INSERT INTO out VALUES (1)")
+    finally:
+        db.close()
+    assert [e["task_id"] for e in store.events(kinds=[sql.WAITED_EVENT])] == ["load"]
 
 
 def _request(name: str, *, deadline: float = NO_DEADLINE, downstream: int = 0) -> Request:

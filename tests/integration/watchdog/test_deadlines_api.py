@@ -20,13 +20,16 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import requests
 
 from airflow_crashsafe.watchdog import cli
 from drill.airflow_home import DrillHome, component_env
 from drill.components import Component, health, kill_drill_processes, wait_until
 from tests.support.httpserver import Reply, Server, serve
+from tests.support.watch_starts import watching_since
 
 pytestmark = pytest.mark.integration
 
@@ -171,6 +174,7 @@ def watch_once(
     }
     path = tmp_path / "watch.json"
     path.write_text(json.dumps(config))
+    watching_since(path, tmp_path / "state", NOW - timedelta(hours=3))  # as if it had run for hours
     argv = ["--once", "--api-url", api.api_url, "--api-user", "watch", "--api-password-env", "WATCH_PW"]
     return cli.main([*argv, "--config", str(path), "--state-dir", str(tmp_path / "state")])
 
@@ -276,3 +280,51 @@ def test_airflow_deadline_alert_pages_through_the_api(
     assert len(theirs) == 1
     assert theirs[0]["details"]["run_id"] == "manual__declared"
     assert theirs[0]["details"]["deadline_utc"] == (NOW - timedelta(minutes=5)).isoformat()
+
+
+class RecordingSession(requests.Session):
+    """A session that keeps the path of each request it sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: list[str] = []
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        self.paths.append(f"{method!s} {urlsplit(str(url)).path}")
+        return super().request(method, url, *args, **kwargs)
+
+
+def test_rest_reads_between_polls_only_what_changes_a_forecast(api: DrillHome) -> None:
+    """A second poll learns a finish and a resume from deferral, not heartbeats, and names no DAG in a GET."""
+    from airflow_crashsafe.watchdog.api import ApiSource
+    from airflow_crashsafe.watchdog.run_fetchers import ApiRunFetcher
+    from airflow_crashsafe.watchdog.runs import RunReader
+
+    db = api.metadata_sqlite
+    tasks = {
+        "extract": ("running", NOW - timedelta(minutes=30), None),
+        "load": ("queued", None, None),
+        "report": ("running", NOW - timedelta(minutes=5), None),
+    }
+    add_run(db, "slow", "scheduled__polled", NOW - timedelta(minutes=90), "running", tasks)
+    session = RecordingSession()
+    source = ApiSource(api.api_url, username="watch", password=PASSWORD, session=session)
+    reader = RunReader(lambda now: {"slow": NOW - timedelta(hours=2)}, refresh=3600)
+    fetcher = ApiRunFetcher(source.get_json, source.post_json)
+    reader.read(fetcher, datetime.now(timezone.utc))
+    with sqlite3.connect(db) as conn:
+        conn.execute(  # extract finished; report heartbeats; load resumes with its pre-deferral start
+            "UPDATE task_instance SET updated_at = ?, state = CASE task_id WHEN 'extract' THEN 'success' "
+            "WHEN 'load' THEN 'running' ELSE state END, start_date = CASE task_id WHEN 'load' THEN ? "
+            "ELSE start_date END WHERE run_id = 'scheduled__polled'",
+            (stamp(datetime.now(timezone.utc)), stamp(NOW - timedelta(hours=1))),
+        )
+    session.paths.clear()
+    view = reader.read(fetcher, datetime.now(timezone.utc) + timedelta(seconds=1))["slow"]
+    [run] = [r for r in view.runs if r.run_id == "scheduled__polled"]
+    assert {t.task_id: t.state for t in run.tasks} == {
+        "extract": "success",
+        "load": "running",
+        "report": "running",
+    }
+    assert all("/dags/slow/" not in path for path in session.paths), session.paths

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -21,6 +22,7 @@ import pytest
 
 from tests.integration.watchdog.wedging import execute
 from tests.support.httpserver import Reply, Server, serve
+from tests.support.watch_starts import watching_since
 
 pytestmark = pytest.mark.integration
 
@@ -161,8 +163,14 @@ def config(tmp_path: Path, at: datetime, receivers: tuple[Server, Server], claim
     return path
 
 
-def watch(url: str, cfg: Path, state_dir: Path) -> subprocess.Popen[str]:
-    """One ``airflow-crashsafe watch --once`` process (the real CLI, no Airflow imported)."""
+def watch(url: str, cfg: Path, state_dir: Path, *, fresh: bool = False) -> subprocess.Popen[str]:
+    """One ``airflow-crashsafe watch --once`` process (the real CLI, no Airflow imported).
+
+    Unless ``fresh``, its state says it has watched ``cfg``'s deadlines for three hours (as if it
+    had been running), so a deadline a minute past passed while it watched.
+    """
+    if not fresh and not (state_dir / "deadlines.json").exists():
+        watching_since(cfg, state_dir, datetime.now(timezone.utc) - timedelta(hours=3))
     argv = [sys.executable, "-m", "airflow_crashsafe.watchdog.cli", "--once", "--db-url", url]
     argv += ["--config", str(cfg), "--state-dir", str(state_dir)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -223,6 +231,31 @@ def test_dead_scheduler_past_the_deadline_pages_and_success_resolves(
     finish(watch(airflow_db, cfg, tmp_path / "a"))
     resolved = deadline_alerts(webhook)[1]
     assert (resolved["event"], resolved["dedup_key"]) == ("resolve", missed["dedup_key"])
+
+
+def test_fresh_watchdog_pages_only_deadlines_that_pass_while_it_watches(
+    airflow_db: str, receivers: tuple[Server, Server], tmp_path: Path
+) -> None:
+    """New rules: one passed a minute ago stays silent; one passing between two --once polls pages."""
+    passed = minute(timedelta(minutes=-1))
+    soon = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=4)
+    add_run(airflow_db, RUN_ID, passed - timedelta(hours=3), "running", {"extract": ("running", passed)})
+    cfg = config(tmp_path, passed, receivers, None)
+    data = json.loads(cfg.read_text())
+    data["deadlines"].append(
+        {"dag_id": DAG_ID, "name": "soon", "at": soon.strftime("%H:%M:%S"), "timezone": "UTC"}
+    )
+    data["deadlines"][0]["early"] = data["deadlines"][1]["early"] = False
+    cfg.write_text(json.dumps(data))
+    finish(watch(airflow_db, cfg, tmp_path / "a", fresh=True))
+    assert deadline_alerts(receivers[0]) == []
+    starts = json.loads((tmp_path / "a" / "deadlines.json").read_text())["rules"]
+    assert len(starts) == 2
+    assert all(datetime.fromisoformat(r["since"]) < soon for r in starts.values()), "first poll came too late"
+    time.sleep(max(0.0, (soon - datetime.now(timezone.utc)).total_seconds()) + 0.5)
+    finish(watch(airflow_db, cfg, tmp_path / "a"))
+    [missed] = deadline_alerts(receivers[0])
+    assert (missed["event"], missed["details"]["deadline"]) == ("trigger", "soon")
 
 
 def test_slow_run_is_paged_early_with_the_critical_path(

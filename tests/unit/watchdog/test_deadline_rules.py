@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -14,14 +14,14 @@ import pytest
 from airflow_crashsafe.alerting import Dispatcher
 from airflow_crashsafe.testing.alerts import RecordingSink
 from airflow_crashsafe.watchdog.claims import ClaimDir
-from airflow_crashsafe.watchdog.deadline_rules import DeadlineWatch
+from airflow_crashsafe.watchdog.deadline_watch import DeadlineWatch
 from airflow_crashsafe.watchdog.deadlines import parse_deadlines
 from airflow_crashsafe.watchdog.forecast import TaskProgress
 from airflow_crashsafe.watchdog.health import JobRecord, Observation
 from airflow_crashsafe.watchdog.loop import Watchdog
 from airflow_crashsafe.watchdog.rules import Rules
 from airflow_crashsafe.watchdog.runs import AirflowDeadline, RunReader, RunView
-from airflow_crashsafe.watchdog.state import StateFile
+from airflow_crashsafe.watchdog.state import StateFile, WatchStarts
 
 UTC = timezone.utc
 #: 06:00 Berlin on 15 January 2026 is 05:00 UTC; the run became due at 00:00 Berlin (23:00 UTC).
@@ -60,7 +60,11 @@ class Fetcher:
         return [run for run in runs if run.run_after >= since]
 
     def task_instances(
-        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+        self,
+        dag_id: str,
+        run_ids: Sequence[str],
+        updated_since: datetime | None = None,
+        waiting: Collection[str] = (),
     ) -> dict[str, list[TaskProgress]]:
         run = self.world.run
         return {r: list(run.tasks) if run and run.run_id == r else [] for r in run_ids}
@@ -103,10 +107,18 @@ class FakeSource:
 
 
 def watchdog(
-    world: World, tmp_path: Path, sink: RecordingSink, claims: ClaimDir | None = None, name: str = "a"
+    world: World,
+    tmp_path: Path,
+    sink: RecordingSink,
+    claims: ClaimDir | None = None,
+    name: str = "a",
+    spec: dict[str, str] = SPEC,
 ) -> Watchdog:
     """A watchdog of instance "prod" with the nightly deadline, a capturing sink and its own state."""
-    deadlines = DeadlineWatch(parse_deadlines([SPEC]), "prod", repeat_interval=0, claims=claims)
+    starts = WatchStarts(tmp_path / f"deadlines-{name}.json")
+    deadlines = DeadlineWatch(
+        parse_deadlines([spec]), "prod", repeat_interval=0, claims=claims, starts=starts
+    )
     source = FakeSource(world, RunReader(deadlines.wanted))
     rules = Rules(repeat_interval=0, instance="prod")
     state = StateFile(tmp_path / f"state-{name}.json")
@@ -137,6 +149,12 @@ def at(world: World, when: datetime, dog: Watchdog) -> None:
     dog.tick()
 
 
+def watching(world: World, *dogs: Watchdog) -> None:
+    """Each watchdog polls an hour before the deadline: it was watching when the deadline passed."""
+    for dog in dogs:
+        at(world, DEADLINE - timedelta(hours=1), dog)
+
+
 def test_dead_scheduler_past_the_deadline_pages_missed(setup: Setup) -> None:
     """A run stuck running behind a dead scheduler pages 'missed' at the first poll past 06:00."""
     world, sink, dog = setup
@@ -157,6 +175,7 @@ def test_dead_scheduler_past_the_deadline_pages_missed(setup: Setup) -> None:
 def test_no_run_at_all_is_missed(setup: Setup) -> None:
     """A run the dead scheduler never created is missed too, and says so."""
     world, sink, dog = setup
+    watching(world, dog)
     at(world, DEADLINE + timedelta(minutes=1), dog)
     [alert] = [a for a in sink.alerts if ":deadline_" in a.dedup_key]
     assert alert.details["run_state"] == "missing"
@@ -211,6 +230,7 @@ def test_failed_run_is_at_risk_then_missed(setup: Setup) -> None:
 def test_blind_poll_neither_opens_nor_resolves(setup: Setup) -> None:
     """While the source cannot be read, a deadline incident is kept as it is (no resolve)."""
     world, sink, dog = setup
+    watching(world, dog)
     at(world, DEADLINE + timedelta(minutes=1), dog)
     world.blind = True
     at(world, DEADLINE + timedelta(minutes=2), dog)
@@ -222,6 +242,7 @@ def test_two_replicas_send_one_dedup_key(tmp_path: Path) -> None:
     """Two replicas polling at different moments raise the same dedup key (a PagerDuty sink merges them)."""
     world, sinks = World(), [RecordingSink("capture"), RecordingSink("capture")]
     dogs = [watchdog(world, tmp_path, sink, name=name) for sink, name in zip(sinks, "ab", strict=True)]
+    watching(world, *dogs)
     for offset, dog in zip((7, 31), dogs, strict=True):
         at(world, DEADLINE + timedelta(seconds=offset), dog)
     keys = [[a.dedup_key for a in sink.alerts if ":deadline_" in a.dedup_key] for sink in sinks]
@@ -234,6 +255,7 @@ def test_shared_claim_dir_sends_each_event_once(tmp_path: Path) -> None:
     world, sinks = World(), [RecordingSink("capture"), RecordingSink("capture")]
     claims = tmp_path / "claims"
     dogs = [watchdog(world, tmp_path, s, ClaimDir(claims), name) for s, name in zip(sinks, "ab", strict=True)]
+    watching(world, *dogs)
     for seconds in (5, 10):
         for dog in dogs:
             at(world, DEADLINE + timedelta(seconds=seconds), dog)
@@ -249,7 +271,9 @@ def test_shared_claim_dir_sends_each_event_once(tmp_path: Path) -> None:
 def test_restart_keeps_the_dedup_key(tmp_path: Path) -> None:
     """A restarted watchdog resolves under the same dedup key it triggered with (state file)."""
     world, sink = World(), RecordingSink("capture")
-    at(world, DEADLINE + timedelta(seconds=5), watchdog(world, tmp_path, sink))
+    first = watchdog(world, tmp_path, sink)
+    watching(world, first)
+    at(world, DEADLINE + timedelta(seconds=5), first)
     world.run = running(DUE, state="success")
     at(world, DEADLINE + timedelta(minutes=5), watchdog(world, tmp_path, sink))
     trigger, resolve = [a for a in sink.alerts if ":deadline_" in a.dedup_key]
@@ -257,9 +281,76 @@ def test_restart_keeps_the_dedup_key(tmp_path: Path) -> None:
     assert trigger.dedup_key == resolve.dedup_key
 
 
+def test_fresh_rule_is_silent_about_deadlines_passed_before_it_was_watched(tmp_path: Path) -> None:
+    """Configured at 10:00, the rule pages nothing for 06:00 that morning, then tomorrow's 06:00 pages."""
+    world, sink = World(), RecordingSink("capture")
+    world.run = running(DUE, TaskProgress("extract", "running", DUE))  # never finished
+    world.scheduler_beat = DEADLINE - timedelta(hours=2)  # and the scheduler is dead
+    dog = watchdog(world, tmp_path, sink)
+    for hours in (4, 5, 12):
+        at(world, DEADLINE + timedelta(hours=hours), dog)
+    assert deadline_events(sink) == []
+    at(world, DEADLINE + timedelta(days=1, seconds=10), dog)  # no run became due for the 16th
+    assert deadline_events(sink) == [("trigger", "deadline_missed")]
+    assert sink.alerts[-1].details["deadline_utc"] == (DEADLINE + timedelta(days=1)).isoformat()
+    assert sink.alerts[-1].details["run_state"] == "missing"
+
+
+def test_restarted_watchdog_pages_a_deadline_passed_while_it_was_down(tmp_path: Path) -> None:
+    """Watching since before 06:00, stopped, started again at 07:00: it remembers and pages."""
+    world, sink = World(), RecordingSink("capture")
+    world.run = running(DUE, TaskProgress("extract", "success"), TaskProgress("load", "running", DUE))
+    watching(world, watchdog(world, tmp_path, sink))
+    at(world, DEADLINE + timedelta(hours=1), watchdog(world, tmp_path, sink))
+    assert deadline_events(sink) == [("trigger", "deadline_missed")]
+    assert list(WatchStarts(tmp_path / "deadlines-a.json").load().values()) == [DEADLINE - timedelta(hours=1)]
+
+
+def test_changed_rule_is_watched_anew_but_a_new_severity_is_not(tmp_path: Path) -> None:
+    """A rule whose time changes starts watching again; one whose severity changes keeps its start."""
+    world, sink = World(), RecordingSink("capture")
+    watching(world, watchdog(world, tmp_path, sink))
+    moved = {**SPEC, "at": "05:30", "name": "nightly"}  # 04:30 UTC passed before the change
+    at(world, DEADLINE + timedelta(minutes=10), watchdog(world, tmp_path, sink, spec=moved))
+    assert deadline_events(sink) == []
+    louder = {**moved, "severity": "warning"}
+    at(world, DEADLINE + timedelta(days=1), watchdog(world, tmp_path, sink, spec=louder))
+    assert deadline_events(sink) == [("trigger", "deadline_missed")]
+    assert sink.alerts[-1].severity == "warning"
+    [since] = WatchStarts(tmp_path / "deadlines-a.json").load().values()
+    assert since == DEADLINE + timedelta(minutes=10)
+
+
+def test_open_incident_from_before_the_start_is_still_judged(tmp_path: Path) -> None:
+    """With its start forgotten (no deadlines.json), an open page is neither dropped nor resolved early."""
+    world, sink = World(), RecordingSink("capture")
+    first = watchdog(world, tmp_path, sink)
+    watching(world, first)
+    at(world, DEADLINE + timedelta(minutes=1), first)
+    (tmp_path / "deadlines-a.json").unlink()
+    again = watchdog(world, tmp_path, sink)
+    at(world, DEADLINE + timedelta(minutes=2), again)
+    assert [k.split(":")[0] for k in again.incidents] == ["deadline_missed"]
+    world.run = running(DUE, state="success")
+    at(world, DEADLINE + timedelta(minutes=3), again)
+    assert deadline_events(sink) == [("trigger", "deadline_missed"), ("resolve", "deadline_missed")]
+
+
+def test_unreadable_starts_are_set_aside(tmp_path: Path) -> None:
+    """A deadlines.json that is not the expected JSON is moved aside; watching starts anew."""
+    path = tmp_path / "deadlines.json"
+    for bad in (b"\xff", b"[]", b'{"version": 1, "rules": {"x": {"since": "2026-01-15T05:00:00"}}}'):
+        path.write_bytes(bad)
+        assert WatchStarts(path).load() == {}
+        assert not path.exists()
+    WatchStarts(path).save({"x": DEADLINE})
+    assert WatchStarts(path).load() == {"x": DEADLINE}
+
+
 def test_occurrence_past_keep_is_forgotten_without_resolve(setup: Setup) -> None:
     """A missed deadline older than ``keep`` (1 day) is dropped, not reported as recovered."""
     world, sink, dog = setup
+    watching(world, dog)
     at(world, DEADLINE + timedelta(seconds=5), dog)
     at(world, DEADLINE + timedelta(days=1, minutes=1), dog)
     assert ("resolve", "deadline_missed") not in deadline_events(sink)
@@ -286,7 +377,7 @@ def test_cli_reads_deadlines_from_the_config(tmp_path: Path, monkeypatch: pytest
 
 
 def test_airflow_deadline_alerts_page_without_the_scheduler(tmp_path: Path) -> None:
-    """With watch_airflow_deadlines, Airflow's own deadline rows page missed and resolve on success."""
+    """Airflow's deadline rows page missed, resolve on success; one passed before watching is silent."""
     world, sink = World(airflow=[]), RecordingSink("capture")
     watch = DeadlineWatch((), "prod", repeat_interval=0, airflow_severity="critical")
     reader = RunReader(watch.wanted, airflow_deadlines=True)
@@ -301,6 +392,8 @@ def test_airflow_deadline_alerts_page_without_the_scheduler(tmp_path: Path) -> N
     )
     world.run = running(DUE, TaskProgress("extract", "running", DUE))
     assert world.airflow is not None
+    early = DEADLINE - timedelta(hours=2)  # passed before the first poll: never paged
+    world.airflow.append(AirflowDeadline("nightly", world.run.run_id, early, "sla_4am", DUE))
     world.airflow.append(AirflowDeadline("nightly", world.run.run_id, DEADLINE, "sla_6am", DUE))
     at(world, DEADLINE - timedelta(hours=1), dog)  # extract's 30 min are long over: load's 30 min fit
     assert deadline_events(sink) == []

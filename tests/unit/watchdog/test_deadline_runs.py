@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
 
 from airflow_crashsafe.watchdog.forecast import TaskProgress
@@ -27,7 +27,11 @@ class Recorder:
         return [RunView("r1", "scheduled", self.run_state, T0 - timedelta(hours=1))]
 
     def task_instances(
-        self, dag_id: str, run_ids: Sequence[str], updated_since: datetime | None = None
+        self,
+        dag_id: str,
+        run_ids: Sequence[str],
+        updated_since: datetime | None = None,
+        waiting: Collection[str] = (),
     ) -> dict[str, list[TaskProgress]]:
         self.calls.append(("tis", updated_since))
         if updated_since is None:
@@ -115,29 +119,60 @@ def test_unreadable_dependencies_cost_the_forecast_not_the_runs() -> None:
 
 
 class FakeApi:
-    """Answers the REST reads of one run's ``tis`` task instances, clamping GET pages to ``page``."""
+    """Airflow's REST reads of task instances over ``items``, with their filters; GET pages hold ``page``."""
 
     def __init__(self, tis: int, page: int = 100) -> None:
         self.items = [
-            {"task_id": f"t{i}", "dag_run_id": "r1", "state": "running", "map_index": -1} for i in range(tis)
+            {
+                "task_id": f"t{i}",
+                "dag_id": "d",
+                "dag_run_id": "r1",
+                "state": "running",
+                "map_index": -1,
+                "start_date": (T0 - timedelta(hours=1)).isoformat(),
+                "updated_at": T0 - timedelta(hours=1),
+            }
+            for i in range(tis)
         ]
         self.page = page
         self.sent: list[tuple[str, str]] = []
 
+    def set(self, task: str, at: datetime, **fields: object) -> None:
+        """Task ``task`` changes at ``at`` (its updated_at), e.g. ``state="success"``."""
+        item = next(i for i in self.items if i["task_id"] == task)
+        item.update(fields, updated_at=at)
+
+    def _match(self, item: dict[str, object], f: dict[str, object]) -> bool:
+        states = [None if s == "none" else s for s in f.get("state") or [item["state"]]]  # type: ignore[attr-defined]
+        return (
+            item["state"] in states
+            and str(item["dag_id"]).startswith(str(f.get("dag_id_prefix_pattern", "")))
+            and item["dag_id"] in f.get("dag_ids", [item["dag_id"]])  # type: ignore[operator]
+            and item["dag_run_id"] in f.get("dag_run_ids", [item["dag_run_id"]])  # type: ignore[operator]
+            and item["task_id"] in f.get("task_ids", [item["task_id"]])  # type: ignore[operator]
+            and (
+                "updated_at_gte" not in f
+                or item["updated_at"] >= datetime.fromisoformat(str(f["updated_at_gte"]))
+            )  # type: ignore[operator]
+            and ("start_date_gte" not in f or str(item["start_date"]) >= str(f["start_date_gte"]))
+        )
+
+    def _answer(self, f: dict[str, object], offset: int, limit: int) -> dict[str, object]:
+        found = [{k: v for k, v in i.items() if k != "updated_at"} for i in self.items if self._match(i, f)]
+        return {"task_instances": found[offset : offset + limit], "total_entries": len(found)}
+
     def get_json(self, path: str, params: dict[str, object]) -> dict[str, object]:
         self.sent.append(("GET", path))
-        offset, limit = int(str(params.get("offset", 0))), min(int(str(params.get("limit", 100))), self.page)
-        return {"task_instances": self.items[offset : offset + limit], "total_entries": len(self.items)}
+        limit = min(int(str(params.get("limit", 100))), self.page)
+        return self._answer(params, int(str(params.get("offset", 0))), limit)
 
     def post_json(self, path: str, body: dict[str, object]) -> dict[str, object]:
         self.sent.append(("POST", path))
-        offset, limit = int(str(body["page_offset"])), int(str(body["page_limit"]))
-        return {"task_instances": self.items[offset : offset + limit], "total_entries": len(self.items)}
+        return self._answer(body, int(str(body["page_offset"])), int(str(body["page_limit"])))
 
 
-def test_rest_reads_a_dags_running_runs_in_at_most_two_requests() -> None:
-    """1,000 task instances: a full read is one batch POST; a read of changes is one GET, plus one
-    batch POST when more changed than a GET page holds; without the batch read, ten GET pages."""
+def test_rest_reads_only_what_changes_a_forecast_not_heartbeats() -> None:
+    """Full read in one POST; heartbeats read nothing; real changes are found; over a page reads all."""
     from airflow_crashsafe.watchdog.run_fetchers import TI_BATCH_PATH, ApiRunFetcher
 
     api = FakeApi(1000)
@@ -147,13 +182,101 @@ def test_rest_reads_a_dags_running_runs_in_at_most_two_requests() -> None:
         "r2": 0,
     }
     assert api.sent == [("POST", TI_BATCH_PATH)]
+    for item in api.items:  # every running task heartbeats: its updated_at moves, nothing else
+        item["updated_at"] = T0
     api.sent.clear()
-    assert len(fetcher.task_instances("d", ["r1"], T0)["r1"]) == 1000
+    assert fetcher.task_instances("d", ["r1"], T0 - timedelta(seconds=70)) == {"r1": []}
     assert [method for method, _ in api.sent] == ["GET", "POST"]
-    api.items = api.items[:3]
+    api.set("t1", T0, state="success")
+    api.set("t2", T0, start_date=T0.isoformat())  # a retry started
+    api.set("t3", T0, state="queued")
+    api.set("t4", T0 - timedelta(hours=1), state="running")  # resumed from a deferral: old start
     api.sent.clear()
-    assert len(fetcher.task_instances("d", ["r1"], T0)["r1"]) == 3
-    assert [method for method, _ in api.sent] == ["GET"]
+    changed = fetcher.task_instances("d", ["r1"], T0 - timedelta(seconds=70), waiting={"t4"})["r1"]
+    assert sorted((t.task_id, t.state) for t in changed) == [
+        ("t1", "success"),
+        ("t2", "running"),
+        ("t3", "queued"),
+        ("t4", "running"),
+    ]
+    assert [method for method, _ in api.sent] == ["GET", "POST", "POST"]
+    for item in api.items[:150]:
+        item.update(state="success", updated_at=T0)
+    api.sent.clear()
+    assert len(fetcher.task_instances("d", ["r1"], T0 - timedelta(seconds=70))["r1"]) == 1000
+    assert [method for method, _ in api.sent] == ["GET", "POST"]  # more than a page: all again
     paged = FakeApi(1000)
     assert len(ApiRunFetcher(paged.get_json).task_instances("d", ["r1"])["r1"]) == 1000
     assert len(paged.sent) == 10
+
+
+def test_rest_reader_sees_a_task_resume_from_deferral() -> None:
+    """Seen queued, then running with its start from before the deferral: the next poll has it running."""
+    from airflow_crashsafe.watchdog.run_fetchers import ApiRunFetcher
+
+    api = FakeApi(3)
+    api.items.append({**api.items[0], "task_id": "later", "state": "queued", "start_date": None})
+    reader = RunReader(lambda now: {"d": now - timedelta(days=1)}, refresh=600)
+
+    class Fetcher(ApiRunFetcher):
+        def runs(self, dag_id: str, since: datetime) -> list[RunView]:
+            return [RunView("r1", "scheduled", "running", T0 - timedelta(hours=2))]
+
+        def downstream(self, dag_id: str) -> dict[str, tuple[str, ...]]:
+            return {t["task_id"]: () for t in api.items}  # type: ignore[misc]
+
+        def durations(
+            self, dag_id: str, per_task: int, ended_since: datetime | None = None
+        ) -> dict[str, tuple[float, ...]]:
+            return {}
+
+    fetcher = Fetcher(api.get_json, api.post_json)
+    reader.read(fetcher, T0)
+    api.set("later", T0, state="running", start_date=(T0 - timedelta(hours=1)).isoformat())
+    view = reader.read(fetcher, T0 + timedelta(seconds=10))["d"]
+    states = {t.task_id: t.state for t in view.runs[0].tasks}
+    assert states == {"t0": "running", "t1": "running", "t2": "running", "later": "running"}
+
+
+def test_rest_reads_every_watched_dags_runs_in_one_batch_read() -> None:
+    """Two DAGs' runs come in one POST, each cut at its own due time; its failure marks both unread."""
+    from airflow_crashsafe.watchdog.run_fetchers import RUNS_BATCH_PATH, ApiRunFetcher
+
+    def run(dag: str, hours: int) -> dict[str, object]:
+        at = (T0 - timedelta(hours=hours)).isoformat()
+        return {
+            "dag_id": dag,
+            "dag_run_id": f"{dag}{hours}",
+            "run_type": "scheduled",
+            "state": "success",
+            "run_after": at,
+        }
+
+    sent: list[tuple[str, dict[str, object]]] = []
+    answer: dict[str, object] = {
+        "dag_runs": [run("a", 1), run("b", 1), run("a", 5), run("b", 5)],
+        "total_entries": 4,
+    }
+
+    def post(path: str, body: dict[str, object]) -> dict[str, object]:
+        sent.append((path, body))
+        if not answer:
+            raise ValueError(f"POST {path} answered HTTP 503")
+        return answer
+
+    def get(path: str, params: dict[str, object]) -> dict[str, object]:
+        return {"task_instances": [], "tasks": [], "total_entries": 0}
+
+    reader = RunReader(lambda now: {"a": T0 - timedelta(hours=6), "b": T0 - timedelta(hours=2)})
+    views = reader.read(ApiRunFetcher(get, post), T0)
+    assert {dag: [r.run_id for r in view.runs] for dag, view in views.items()} == {
+        "a": ["a1", "a5"],
+        "b": ["b1"],
+    }
+    runs_reads = [body for path, body in sent if path == RUNS_BATCH_PATH]
+    assert [(b["dag_ids"], b["run_after_gte"]) for b in runs_reads] == [
+        (["a", "b"], (T0 - timedelta(hours=6)).isoformat())
+    ]
+    answer.clear()
+    views = reader.read(ApiRunFetcher(get, post), T0)
+    assert all("503" in str(view.error) for view in views.values())

@@ -39,6 +39,7 @@ BLOCKER = textwrap.dedent(
         "airflow_crashsafe.alerting.incidents",
         "airflow_crashsafe.watchdog.rules",
         "airflow_crashsafe.watchdog.deadline_rules",
+        "airflow_crashsafe.watchdog.deadline_watch",
         "airflow_crashsafe.watchdog.run_fetchers",
         "airflow_crashsafe.errors",
     ],
