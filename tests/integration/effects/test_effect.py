@@ -13,7 +13,7 @@ from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import fake_context
 from airflow_crashsafe.testing.metrics import configured_stats_factory, initialize_stats, record_metrics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.floor]  # floor: docs/packaging.md, "Version floor"
 
 
 def ctx(try_number: int) -> dict:

@@ -16,7 +16,7 @@ from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import open_store, reset_store_cache, schema
 from airflow_crashsafe.store.dbapi import connect_url
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.floor]  # floor: docs/packaging.md, "Version floor"
 
 Define = Callable[[str, str], str]
 

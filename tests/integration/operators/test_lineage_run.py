@@ -19,13 +19,17 @@ from typing import Any
 
 import pytest
 
+from airflow_crashsafe.audit.spool import deliver
+from airflow_crashsafe.store.attempts import task_rows
 from airflow_crashsafe.store.dbapi import connect_url
+from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing.http import LocalServer, serve
 from drill.airflow_home import DrillHome, component_env
 from tests.integration.operators.test_lineage import WAREHOUSE
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.floor,  # CI's floor subset (docs/packaging.md, "Version floor")
     pytest.mark.skipif(
         importlib.util.find_spec("airflow.providers.openlineage") is None,
         reason="needs apache-airflow-providers-openlineage (the test extra installs it)",
@@ -80,8 +84,7 @@ def lineage_server() -> Iterator[LocalServer]:
         yield server
 
 
-def run_dag(tmp_path: Path, warehouse: str, server: LocalServer) -> subprocess.CompletedProcess[str]:
-    home = DrillHome.create(str(tmp_path))
+def run_dag(home: DrillHome, warehouse: str, server: LocalServer) -> subprocess.CompletedProcess[str]:
     dags = home.root / "dags"
     dags.mkdir()
     dag_file = dags / "lineage_run.py"
@@ -120,8 +123,10 @@ def names(datasets: list[dict[str, Any]]) -> list[str]:
 def test_a_real_run_emits_the_tables_read_and_written(
     tmp_path: Path, warehouse: str, lineage_server: LocalServer
 ) -> None:
-    """dag.test(): START and COMPLETE of each fenced task carry its source tables and its target."""
-    done = run_dag(tmp_path, warehouse, lineage_server)
+    """dag.test(): START and COMPLETE of each fenced task carry its source tables and its target;
+    the audit listener records each attempt."""
+    home = DrillHome.create(str(tmp_path))
+    done = run_dag(home, warehouse, lineage_server)
     assert "dag run state: success" in done.stdout, (done.stdout + done.stderr)[-4000:]
     database = warehouse.rsplit("/", 1)[1].split("?")[0]
     sources = [f"{database}.public.customers", f"{database}.sales.orders"]
@@ -143,3 +148,21 @@ def test_a_real_run_emits_the_tables_read_and_written(
         assert db.execute('SELECT day, region, amount FROM mart."Revenue"').fetchall() == [(1, "eu", 10)]
     finally:
         db.close()
+    # The audit listener ran in the same task runner and recorded each attempt's start and end: in
+    # the store, or in the spool when the store did not answer in time (delivered here, as
+    # ``audit reconcile`` does).
+    url = f"sqlite:///{home.airflow_home / 'crashsafe.db'}"
+    audit = Store(lambda: connect_url(url), url)
+    deliver(audit, home.airflow_home / "crashsafe-spool")
+    audit.close()
+    store = connect_url(url)
+    try:
+        for task in ("overwrite", "merge"):
+            [row] = task_rows(store, dag_id="lineage_run", task_id=task, map_index=-1)
+            assert (row["start_source"], row["end_source"], row["reported_state"]) == (
+                "listener",
+                "listener",
+                "success",
+            ), row
+    finally:
+        store.close()

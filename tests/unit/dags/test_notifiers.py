@@ -21,6 +21,8 @@ from airflow_crashsafe.dags.notifiers import NotifierSink, notifier_sinks
 from airflow_crashsafe.errors import ConfigurationError
 from tests.unit.alerting.test_email import smtp  # noqa: F401  (a real aiosmtpd server fixture)
 
+pytestmark = pytest.mark.floor  # CI's floor subset (docs/packaging.md, "Version floor")
+
 SmtpNotifier = pytest.importorskip("airflow.providers.smtp.notifications.smtp").SmtpNotifier
 T0 = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
 SMTP_CLASS = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
