@@ -98,6 +98,9 @@ def run_dag(home: DrillHome, warehouse: str, server: LocalServer) -> subprocess.
             "AIRFLOW_CONN_WAREHOUSE": warehouse,
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
             "AIRFLOW__OPENLINEAGE__NAMESPACE": "crashsafe-test",
+            # The provider emits from a forked process it kills after this many seconds (10 by
+            # default): a busy CI machine must not lose an event.
+            "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "120",
         },
     )
     airflow = str(Path(sys.executable).parent / "airflow")
