@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MetricsRecorder", "Sent", "record_metrics"]
+__all__ = ["MetricsRecorder", "Sent", "configured_stats_factory", "initialize_stats", "record_metrics"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,32 @@ class MetricsRecorder:
         )
 
 
+def initialize_stats(factory: Any, legacy_names: bool = False) -> None:
+    """``Stats.initialize(factory=...)`` on every supported Airflow: 3.3 also takes (and needs)
+    ``export_legacy_names``; 3.2's has no such parameter (and no legacy names to export)."""
+    import inspect
+
+    from airflow.sdk.observability.stats import Stats
+
+    if "export_legacy_names" in inspect.signature(Stats.initialize).parameters:
+        Stats.initialize(factory=factory, export_legacy_names=legacy_names)
+    else:
+        Stats.initialize(factory=factory)  # type: ignore[call-arg]
+
+
+def configured_stats_factory() -> Any:
+    """The backend factory ``[metrics]`` configures, as a task process gets it (3.2's lookup takes
+    the ``Stats`` class, for Datadog's; 3.3's takes nothing)."""
+    import inspect
+
+    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
+    from airflow.sdk.observability.stats import Stats
+
+    if inspect.signature(get_stats_factory).parameters:
+        return get_stats_factory(Stats)  # type: ignore[call-arg]
+    return get_stats_factory()
+
+
 @contextlib.contextmanager
 def record_metrics() -> Iterator[MetricsRecorder]:
     """Install a :class:`MetricsRecorder` as the task SDK's metrics backend for the block.
@@ -86,18 +112,15 @@ def record_metrics() -> Iterator[MetricsRecorder]:
     Afterwards the backend is the one ``[metrics]`` configures, as in a task process.
     """
     from airflow.sdk.configuration import conf
-    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
-    from airflow.sdk.observability.stats import Stats
 
     recorder = MetricsRecorder()
 
     def factory() -> Any:  # Airflow's StatsLogger protocol is spelt with classmethods
         return recorder
 
-    Stats.initialize(factory=factory, export_legacy_names=False)
+    initialize_stats(factory)
     try:
         yield recorder
     finally:
-        Stats.initialize(
-            factory=get_stats_factory(), export_legacy_names=conf.getboolean("metrics", "legacy_names_on")
-        )
+        legacy = conf.getboolean("metrics", "legacy_names_on", fallback=True)
+        initialize_stats(configured_stats_factory(), legacy)

@@ -27,7 +27,7 @@ from airflow_crashsafe.watchdog.health import (
 if TYPE_CHECKING:
     from airflow_crashsafe.watchdog.runs import RunReader
 
-__all__ = ["HEALTH_PATH", "AccessDenied", "ApiSource"]
+__all__ = ["HEALTH_PATH", "AccessDenied", "ApiSource", "NotFound"]
 
 HEALTH_PATH = "/api/v2/monitor/health"
 _DENIED = (401, 403)
@@ -43,6 +43,10 @@ class AccessDenied(ValueError):
     def __init__(self, message: str, source: str | None = None) -> None:
         super().__init__(message)
         self.source = source
+
+
+class NotFound(ValueError):
+    """The api-server answered 404: the path (or the object it names) does not exist there."""
 
 
 def _refused(blind: dict[str, str], source: str, exc: AccessDenied, lost: str) -> None:
@@ -241,6 +245,8 @@ class ApiSource:
                 continue
             if response.status_code in _DENIED:
                 raise AccessDenied(f"{method} {path} answers HTTP {response.status_code}")
+            if response.status_code == 404:
+                raise NotFound(f"{method} {path} answered HTTP 404")
             if response.status_code != 200:
                 raise ValueError(f"{method} {path} answered HTTP {response.status_code}")
             body = response.json()

@@ -24,7 +24,10 @@ needs the scheduler: the api-server and the DB answer while it is dead.
   running run of the DAG at once. Without the batch reads (``post_json`` not given), GET lists
   paged as large as the server allows. Airflow's own deadlines come from the UI's API,
   ``/ui/dags/~/dagRuns/~/deadlines`` (not in the public REST API of 3.3.2, so it may change with
-  Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``.
+  Airflow), and each run's ``run_after`` from ``.../dagRuns/{run_id}``. Airflow 3.2's route answers one
+  named run only (``~`` is a 404 there, and its rows name no run): there the runs that can still
+  page — queued, running, and failed since ``since`` — are listed with ``/api/v2/dags/~/dagRuns``
+  and each one's deadlines read, one request per such run and poll.
 * DB: ``dag_run``, ``task_instance``, the newest ``serialized_dag`` row, and ``deadline`` joined to
   ``dag_run`` and ``deadline_alert``.
 """
@@ -36,6 +39,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
+from airflow_crashsafe.watchdog.api import NotFound
 from airflow_crashsafe.watchdog.forecast import TaskProgress
 from airflow_crashsafe.watchdog.health import parse_timestamp
 from airflow_crashsafe.watchdog.runs import AirflowDeadline, RunView, graph_from_serialized, graph_from_tasks
@@ -223,6 +227,26 @@ class ApiRunFetcher:
         return {task: tuple(d) for task, d in found.items()}
 
     def airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
+        try:
+            return self._airflow_deadlines(since)
+        except NotFound:  # Airflow 3.2: the deadlines of one named run at a time
+            return self._airflow_deadlines_per_run(since)
+
+    def _airflow_deadlines_per_run(self, since: datetime) -> list[AirflowDeadline]:
+        runs = "/api/v2/dags/~/dagRuns"
+        going = self._pages(runs, "dag_runs", {"state": ["queued", "running"]}, max_pages=10)
+        failed = self._pages(runs, "dag_runs", {"state": "failed", "end_date_gte": since.isoformat()}, 10)
+        out = []
+        for r in [*going, *failed]:
+            dag, run, due = str(r["dag_id"]), str(r["dag_run_id"]), parse_timestamp(r["run_after"])
+            path = f"/ui/dags/{quote(dag, safe='')}/dagRuns/{quote(run, safe='')}/deadlines"
+            for row in self._pages(path, "deadlines", {}, max_pages=10):
+                when = parse_timestamp(row["deadline_time"])
+                if when is not None and due is not None and when >= since:
+                    out.append(AirflowDeadline(dag, run, when, row.get("alert_name"), due))
+        return out
+
+    def _airflow_deadlines(self, since: datetime) -> list[AirflowDeadline]:
         params = {"deadline_time_gte": since.isoformat()}
         run_after: dict[tuple[str, str], datetime | None] = {}
         out = []

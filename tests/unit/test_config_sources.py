@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.floor  # CI's floor subset (docs/packaging.md, "Version floor")
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = os.environ.get("CRASHSAFE_TEST_PYTHON", sys.executable)
 READ = "import json; from airflow_crashsafe import config; print(json.dumps({name}))"

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.floor  # CI's floor subset (docs/packaging.md, "Version floor")
+
 DIST = "airflow-crashsafe"
 EXPECTED_ALL = [
     "CrashsafeError",

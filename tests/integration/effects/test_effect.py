@@ -11,9 +11,9 @@ from airflow_crashsafe.effects import effect
 from airflow_crashsafe.errors import CrashsafeError, IdempotencyConflict, OutcomeUnknown
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import fake_context
-from airflow_crashsafe.testing.metrics import record_metrics
+from airflow_crashsafe.testing.metrics import configured_stats_factory, initialize_stats, record_metrics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.floor]  # floor: docs/packaging.md, "Version floor"
 
 
 def ctx(try_number: int) -> dict:
@@ -108,8 +108,6 @@ def test_unknown_outcomes_and_replays_reach_airflow_metrics(store: Store) -> Non
 def test_a_replay_reaches_a_real_statsd_listener(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """With [metrics] statsd_on, a replay arrives as a StatsD packet under Airflow's prefix."""
     pytest.importorskip("statsd", reason="Airflow's StatsD backend needs the statsd package")
-    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
-    from airflow.sdk.observability.stats import Stats
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
         listener.bind(("127.0.0.1", 0))
@@ -124,10 +122,10 @@ def test_a_replay_reaches_a_real_statsd_listener(store: Store, monkeypatch: pyte
         made: list[Any] = []
 
         def factory() -> Any:  # [metrics]' factory, as the task runner installs it; kept to close it
-            made.append(get_stats_factory()())
+            made.append(configured_stats_factory()())
             return made[-1]
 
-        Stats.initialize(factory=factory, export_legacy_names=False)
+        initialize_stats(factory)
         try:
             for try_number in (1, 2):
                 with effect("receipt", context=ctx(try_number), payload=1) as fx:

@@ -34,6 +34,7 @@ def ctx(try_number: int = 1, **kw: Any) -> dict[str, Any]:
     return fake_context(dag_id="payouts", task_id="push_payment", try_number=try_number, **kw)
 
 
+@pytest.mark.floor  # the floor subset's ledgered call
 def test_retry_after_success_replays_without_sending(store: Store, naive_vendor: NaiveVendor) -> None:
     """A retry of a recorded success sends nothing and returns the same result."""
     first = push().execute(ctx(1))

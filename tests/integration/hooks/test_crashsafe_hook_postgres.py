@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from airflow.sdk import BaseHook
+from airflow.sdk import Connection as SdkConnection
 
 from airflow_crashsafe.hooks import CrashsafeHook
 from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import open_store, reset_store_cache, schema
 from airflow_crashsafe.store.dbapi import connect_url
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.floor]  # floor: docs/packaging.md, "Version floor"
 
 Define = Callable[[str, str], str]
 
@@ -85,13 +87,39 @@ def test_test_connection_fails_on_wrong_port_or_missing_database(
     assert ("port 1 failed" if broken == "port" else 'database "no_such_database" does not exist') in message
 
 
+def _core_connection(conn_id: str) -> Any:
+    from airflow.models import Connection
+
+    return Connection.get_connection_from_secrets(conn_id)
+
+
+# The api-server's Test button tests through the core model on 3.2 and 3.3 (its hook lookup warns
+# on 3.3; Airflow 3.2.0's ORM models use the ``noload`` strategy the floor lock's SQLAlchemy 2.1
+# deprecates). Airflow 3.3 also tests on a worker, through the task SDK's Connection.
+@pytest.mark.filterwarnings("ignore:ProvidersManager.hooks is deprecated")
+@pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
+@pytest.mark.parametrize(
+    "get_connection",
+    [
+        pytest.param(_core_connection, id="api-server"),
+        pytest.param(
+            BaseHook.get_connection,
+            id="worker",
+            marks=pytest.mark.skipif(
+                not hasattr(SdkConnection, "test_connection"),
+                reason="Airflow 3.2 has no worker-side connection test (task SDK "
+                "Connection.test_connection, Airflow 3.3); its api-server's test runs as [api-server]",
+            ),
+        ),
+    ],
+)
 def test_airflow_connection_test_of_a_crashsafe_connection_runs_the_hook(
-    postgres_url: str, airflow_conn: Define
+    postgres_url: str, airflow_conn: Define, get_connection: Callable[[str], Any]
 ) -> None:
-    """Connection.test_connection (the UI's Test button) on a crashsafe connection runs CrashsafeHook's."""
+    """Airflow's connection test (the UI's Test button) on a crashsafe connection runs CrashsafeHook's."""
     _migrate(postgres_url)
     conn_id = airflow_conn("typed_store", _crashsafe_typed(postgres_url))
-    ok, message = BaseHook.get_connection(conn_id).test_connection()
+    ok, message = get_connection(conn_id).test_connection()
     assert ok, message
     assert "(current)" in message
 

@@ -73,6 +73,7 @@ def test_sequence_parameters_are_passed_as_they_are(target: SqlTarget) -> None:
     assert target.rows("SELECT * FROM facts") == [("p", 7, 8)]
 
 
+@pytest.mark.floor  # the floor subset's fenced write, retried after its commit
 def test_retry_after_commit_does_not_run_the_statements_again(target: SqlTarget) -> None:
     """A retry of a committed slot runs nothing (the insert is not doubled); Stats counts both."""
     target.run(TABLE)

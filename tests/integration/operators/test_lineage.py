@@ -18,6 +18,16 @@ SOURCE = (
     "FROM sales.orders o JOIN customers c USING (cid) GROUP BY 1, 2"
 )
 
+#: The tables SOURCE reads and the operators write (PostgreSQL).
+WAREHOUSE = (
+    "CREATE SCHEMA sales",
+    "CREATE SCHEMA mart",
+    "CREATE TABLE sales.orders (day int, cid int, amount int)",
+    "CREATE TABLE customers (cid int, region text)",
+    "CREATE TABLE mart.revenue (day int, region text, amount int)",
+    'CREATE TABLE mart."Revenue" (day int PRIMARY KEY, region text, amount int)',
+)
+
 
 def _operators(conn_id: str) -> dict[str, Any]:
     return {
@@ -63,14 +73,7 @@ def test_without_the_openlineage_provider_there_is_no_lineage(pg_target: SqlTarg
 @pytest.mark.skipif(not HAS_OPENLINEAGE, reason="needs apache-airflow-providers-openlineage")
 def test_datasets_are_the_tables_read_and_written(pg_target: SqlTarget) -> None:
     """Inputs are the query's tables, the output the target, named as PostgresHook names them."""
-    for ddl in (
-        "CREATE SCHEMA sales",
-        "CREATE SCHEMA mart",
-        "CREATE TABLE sales.orders (day int, cid int, amount int)",
-        "CREATE TABLE customers (cid int, region text)",
-        "CREATE TABLE mart.revenue (day int, region text, amount int)",
-        'CREATE TABLE mart."Revenue" (day int PRIMARY KEY, region text, amount int)',
-    ):
+    for ddl in WAREHOUSE:
         pg_target.run(ddl)
     database = pg_target.url.rsplit("/", 1)[1].split("?")[0]
     for name, op in _operators(pg_target.conn_id).items():

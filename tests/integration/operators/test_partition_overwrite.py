@@ -34,6 +34,7 @@ def _op(target: SqlTarget, sql: str = SOURCE, **kwargs: Any) -> PartitionOverwri
     return PartitionOverwriteOperator(task_id="load_revenue", conn_id=target.conn_id, sql=sql, **kwargs)
 
 
+@pytest.mark.floor  # the floor subset's fenced write
 def test_replaces_exactly_the_partition_and_is_idempotent(target: SqlTarget) -> None:
     """The partition's rows are replaced, other partitions untouched, and a cleared re-run changes nothing."""
     _table(target)

@@ -12,6 +12,8 @@ from airflow_crashsafe.sensors import SchedulerHeartbeatSensor
 from airflow_crashsafe.testing import fake_context
 from tests.support.httpserver import Reply, serve
 
+pytestmark = pytest.mark.floor  # CI's floor subset (docs/packaging.md, "Version floor")
+
 
 def health(
     scheduler_age: float | None,

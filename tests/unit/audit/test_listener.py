@@ -17,6 +17,8 @@ from airflow_crashsafe.audit import listener, replay_safe
 from airflow_crashsafe.audit.events import AttemptEvent
 from airflow_crashsafe.store.attempts import merge_rows
 
+pytestmark = pytest.mark.floor  # CI's floor subset (docs/packaging.md, "Version floor")
+
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 

@@ -4,6 +4,7 @@ local SMTP server, a generic BaseNotifier, and [crashsafe] alert_notifiers."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta, timezone
 from email import message_from_bytes
 from pathlib import Path
@@ -19,6 +20,8 @@ from airflow_crashsafe.dags.alerting import alert_task
 from airflow_crashsafe.dags.notifiers import NotifierSink, notifier_sinks
 from airflow_crashsafe.errors import ConfigurationError
 from tests.unit.alerting.test_email import smtp  # noqa: F401  (a real aiosmtpd server fixture)
+
+pytestmark = pytest.mark.floor  # CI's floor subset (docs/packaging.md, "Version floor")
 
 SmtpNotifier = pytest.importorskip("airflow.providers.smtp.notifications.smtp").SmtpNotifier
 T0 = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
@@ -144,3 +147,32 @@ def test_bad_alert_notifiers_are_configuration_errors(spec: str, needle: str) ->
     """Every mistake in alert_notifiers is a ConfigurationError saying what to write."""
     with pytest.raises(ConfigurationError, match=needle):
         notifier_sinks((), spec)
+
+
+def test_http_notifier_posts_the_alert_to_its_connection_and_is_retried_until_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The http provider's HttpNotifier (a chat webhook) against a real local server: a 503 leaves the
+    alert pending, the next run delivers it; the JSON payload is rendered from the alert."""
+    from airflow.providers.http.notifications.http import HttpNotifier
+
+    from airflow_crashsafe.testing.http import Reply, serve
+
+    payload = {"text": "{{ alert.title }}", "severity": "{{ alert.severity }}"}
+    payload["key"] = "{{ alert.dedup_key }}"
+    notifier = HttpNotifier(http_conn_id="chat_hook", endpoint="hooks/ops", json=payload)
+    sink = NotifierSink(notifier, retries=0)  # no in-run retries: the next run retries
+    settings = AlertingSettings(state_dir=str(tmp_path), grace=timedelta(0), notifiers=(sink,))
+    now = datetime.now(timezone.utc)
+    with serve(lambda _request: Reply(503, {"error": "busy"})) as server:
+        monkeypatch.setenv("AIRFLOW_CONN_CHAT_HOOK", json.dumps({"conn_type": "http", "host": server.url}))
+        assert alert_task(settings, dead_check(), now)["pending_deliveries"] == 1
+        server.answer(lambda _request: Reply(200, {"ok": True}))
+        time.sleep(2.1)  # the outbox's back-off after a first failure: 2 s of the wall clock
+        assert alert_task(settings, dead_check(), now + timedelta(minutes=1))["pending_deliveries"] == 0
+    posts = [r for r in server.requests if r.method == "POST"]
+    assert [r.path for r in posts] == ["/hooks/ops", "/hooks/ops"]  # the refused delivery, the retry
+    body = posts[-1].json()
+    assert body["text"].startswith("[ALERT][WARNING] Alerting check 'check_heartbeats'")
+    assert body["severity"] == "warning"
+    assert body["key"] == posts[0].json()["key"]  # the retry is the same alert

@@ -280,3 +280,48 @@ def test_rest_reads_every_watched_dags_runs_in_one_batch_read() -> None:
     answer.clear()
     views = reader.read(ApiRunFetcher(get, post), T0)
     assert all("503" in str(view.error) for view in views.values())
+
+
+class Airflow32Api:
+    """Airflow 3.2's deadline reads: ``~`` is a 404 on the UI's deadlines route, whose rows name no run."""
+
+    def __init__(self) -> None:
+        self.runs = {
+            ("queued", "running"): [{"dag_id": "d", "dag_run_id": "going", "run_after": T0.isoformat()}],
+            ("failed",): [{"dag_id": "d", "dag_run_id": "broke", "run_after": T0.isoformat()}],
+        }
+        self.deadlines = {
+            "/ui/dags/d/dagRuns/going/deadlines": [
+                {"deadline_time": (T0 + timedelta(hours=1)).isoformat(), "alert_name": "sla"},
+                {"deadline_time": (T0 - timedelta(days=3)).isoformat(), "alert_name": "old"},
+            ],
+            "/ui/dags/d/dagRuns/broke/deadlines": [{"deadline_time": T0.isoformat(), "alert_name": None}],
+        }
+        self.asked: list[tuple[str, dict[str, object]]] = []
+
+    def get_json(self, path: str, params: dict[str, object]) -> dict[str, object]:
+        from airflow_crashsafe.watchdog.api import NotFound
+
+        self.asked.append((path, params))
+        if path == "/ui/dags/~/dagRuns/~/deadlines":
+            raise NotFound(f"GET {path} answered HTTP 404")
+        offset = int(str(params.get("offset", 0)))
+        if path == "/api/v2/dags/~/dagRuns":
+            state = params["state"]
+            return {"dag_runs": self.runs[tuple(state) if isinstance(state, list) else (state,)][offset:]}
+        return {"deadlines": self.deadlines[path][offset:]}
+
+
+def test_rest_reads_airflow_32_deadlines_run_by_run() -> None:
+    """Airflow 3.2 (no ``~`` deadlines route): going and recently failed runs are read one by one."""
+    from airflow_crashsafe.watchdog.run_fetchers import ApiRunFetcher
+
+    api = Airflow32Api()
+    since = T0 - timedelta(days=1)
+    found = ApiRunFetcher(api.get_json).airflow_deadlines(since)
+    assert found == [
+        AirflowDeadline("d", "going", T0 + timedelta(hours=1), "sla", T0),
+        AirflowDeadline("d", "broke", T0, None, T0),
+    ]
+    failed_query = next(params for path, params in api.asked if params.get("state") == "failed")
+    assert failed_query["end_date_gte"] == since.isoformat()
