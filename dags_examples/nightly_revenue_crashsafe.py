@@ -30,7 +30,10 @@ in flight and adopts it (a user function is fine for the MERGE's non-determinism
 would not be).
 It names its backend ``crashsafe-work:<dag_id>/<task_id>`` (``application_name``, until the write's
 transaction ends), so the drill counts in ``pg_stat_activity`` how often and how long each load
-really ran in the warehouse. Connection: ``crashsafe_warehouse`` (PostgreSQL).
+really ran in the warehouse. Connection: ``crashsafe_warehouse``: PostgreSQL, or MariaDB with
+``CRASHSAFE_DRILL_WAREHOUSE=mariadb`` (the same tables and ``long_work()`` in MariaDB's spelling,
+sleeping with ``DO SLEEP()``). On MariaDB the writes are fenced but a re-run cannot adopt its
+predecessor's write: a transaction does not outlive its client there, so the re-run redoes it.
 ``CRASHSAFE_DRILL_REGIONS`` sets the number of regions (default 8), ``CRASHSAFE_DRILL_PAYMENTS``
 the payments per vendor (default 2); HTTP connections ``crashsafe_vendor_naive`` and
 ``crashsafe_vendor_keyed``. Nothing else happens at import time.
@@ -96,6 +99,42 @@ SETUP = [
         ON CONFLICT DO NOTHING""",
 ]
 
+# MariaDB's spelling of SETUP (CRASHSAFE_DRILL_WAREHOUSE=mariadb): a schema is a database, SLEEP()
+# is the server-side sleep, the sequence engine's seq_1_to_N tables are generate_series.
+MARIADB_SETUP = [
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.orders (
+        day date NOT NULL, region varchar(16) NOT NULL, order_id integer NOT NULL,
+        amount decimal(12, 2) NOT NULL, qty integer NOT NULL,
+        PRIMARY KEY (day, region, order_id))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.fact_revenue (
+        day date NOT NULL, region varchar(16) NOT NULL, order_id integer NOT NULL,
+        amount decimal(12, 2) NOT NULL, PRIMARY KEY (day, region, order_id))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.order_lines (
+        day date NOT NULL, region varchar(16) NOT NULL, order_id integer NOT NULL, qty integer NOT NULL,
+        KEY (day, region))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.daily_revenue (
+        day date PRIMARY KEY, revenue decimal(14, 2) NOT NULL)""",
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(max_seconds double, for_day date, label varchar(255))
+        RETURNS boolean NOT DETERMINISTIC READS SQL DATA
+        BEGIN
+            DECLARE deadline datetime(6) DEFAULT SYSDATE(6) + INTERVAL max_seconds * 1000000 MICROSECOND;
+            WHILE SYSDATE(6) < deadline DO
+                IF EXISTS (SELECT 1 FROM {SCHEMA}.work_release WHERE day = for_day) THEN
+                    RETURN true;
+                END IF;
+                DO SLEEP(0.5);
+            END WHILE;
+            RETURN false;
+        END""",
+    f"""INSERT IGNORE INTO {SCHEMA}.orders (day, region, order_id, amount, qty)
+        SELECT %(day)s, CONCAT('r', LPAD(r.seq, 2, '0')), o.seq,
+               (MOD(o.seq * 37 + r.seq * 11, 500) + 10) / 4, MOD(o.seq + r.seq, 7) + 1
+        FROM seq_1_to_99 AS r JOIN seq_1_to_{ORDERS_PER_REGION} AS o
+        WHERE r.seq <= %(regions)s""",
+]
+
 # Source queries: the MATERIALIZED CTE runs long_work() once per statement (the long warehouse job).
 REVENUE_SOURCE = f"""
 WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work(
@@ -119,6 +158,22 @@ TOTAL_SOURCE = f"""
 SELECT %(day)s::date AS day, coalesce(sum(amount), 0) AS revenue
 FROM {SCHEMA}.fact_revenue WHERE day = %(day)s::date
 """
+
+# MariaDB: a derived table with LIMIT is materialized, so long_work() runs once per statement.
+MARIADB_WORK = f"""CROSS JOIN (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s,
+    '{{{{ ti.dag_id }}}}/{{{{ ti.task_id }}}}') AS done LIMIT 1) AS work"""
+
+if os.environ.get("CRASHSAFE_DRILL_WAREHOUSE", "postgres") == "mariadb":
+    SETUP = MARIADB_SETUP
+    REVENUE_SOURCE, LINES_SOURCE = (
+        f"""
+SELECT o.day, o.region, o.order_id, o.{column}
+FROM {SCHEMA}.orders AS o {MARIADB_WORK}
+WHERE o.day = %(day)s AND o.region = %(region)s
+"""
+        for column in ("amount", "qty")
+    )
+    TOTAL_SOURCE = TOTAL_SOURCE.replace("::date", "")
 
 with DAG(
     dag_id="nightly_revenue_crashsafe",

@@ -24,7 +24,9 @@ work is measured whole. It names its backend ``crashsafe-work:<dag_id>/<task_id>
 for that statement only), so the drill counts in ``pg_stat_activity`` how often and how long each
 load really ran in the warehouse, the abandoned attempt's statement included.
 ``nightly_revenue_crashsafe.py`` is the same night written with airflow-crashsafe operators.
-Connection: ``crashsafe_warehouse`` (PostgreSQL). The number of regions comes from
+Connection: ``crashsafe_warehouse``: PostgreSQL, or MariaDB with ``CRASHSAFE_DRILL_WAREHOUSE=mariadb``
+(the same tables and ``long_work()`` in MariaDB's spelling, sleeping with ``DO SLEEP()``; there the label
+names nothing the drill can see, so it does not meter the work). The number of regions comes from
 ``CRASHSAFE_DRILL_REGIONS`` (default 8, i.e. 16 parallel loads), so the drill can run a shorter
 night, ``CRASHSAFE_DRILL_PAYMENTS`` the payments per vendor (default 2); HTTP connections
 ``crashsafe_vendor_naive`` and ``crashsafe_vendor_keyed``. Nothing else happens at import time.
@@ -90,6 +92,41 @@ SETUP = [
         ON CONFLICT DO NOTHING""",
 ]
 
+# MariaDB's spelling of SETUP (CRASHSAFE_DRILL_WAREHOUSE=mariadb): a schema is a database, SLEEP()
+# is the server-side sleep, the sequence engine's seq_1_to_N tables are generate_series.
+MARIADB_SETUP = [
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.orders (
+        day date NOT NULL, region varchar(16) NOT NULL, order_id integer NOT NULL,
+        amount decimal(12, 2) NOT NULL, qty integer NOT NULL,
+        PRIMARY KEY (day, region, order_id))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.fact_revenue (
+        id bigint AUTO_INCREMENT PRIMARY KEY, day date NOT NULL, region varchar(16) NOT NULL,
+        order_id integer NOT NULL, amount decimal(12, 2) NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.order_lines (
+        day date NOT NULL, region varchar(16) NOT NULL, order_id integer NOT NULL, qty integer NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.daily_revenue (
+        day date NOT NULL, revenue decimal(14, 2) NOT NULL)""",
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA}.work_release (day date PRIMARY KEY)",
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.long_work(max_seconds double, for_day date, label varchar(255))
+        RETURNS boolean NOT DETERMINISTIC READS SQL DATA
+        BEGIN
+            DECLARE deadline datetime(6) DEFAULT SYSDATE(6) + INTERVAL max_seconds * 1000000 MICROSECOND;
+            WHILE SYSDATE(6) < deadline DO
+                IF EXISTS (SELECT 1 FROM {SCHEMA}.work_release WHERE day = for_day) THEN
+                    RETURN true;
+                END IF;
+                DO SLEEP(0.5);
+            END WHILE;
+            RETURN false;
+        END""",
+    f"""INSERT IGNORE INTO {SCHEMA}.orders (day, region, order_id, amount, qty)
+        SELECT %(day)s, CONCAT('r', LPAD(r.seq, 2, '0')), o.seq,
+               (MOD(o.seq * 37 + r.seq * 11, 500) + 10) / 4, MOD(o.seq + r.seq, 7) + 1
+        FROM seq_1_to_99 AS r JOIN seq_1_to_{ORDERS_PER_REGION} AS o
+        WHERE r.seq <= %(regions)s""",
+]
+
 # The MATERIALIZED CTE runs long_work() exactly once per statement: the "long warehouse job".
 LOAD_REVENUE = f"""
 WITH work AS MATERIALIZED (SELECT {SCHEMA}.long_work(
@@ -111,10 +148,30 @@ FROM {SCHEMA}.orders AS o CROSS JOIN work
 WHERE o.day = %(day)s::date AND o.region = %(region)s
 """
 
+# MariaDB: a derived table with LIMIT is materialized, so long_work() runs once per statement.
+MARIADB_WORK = f"""CROSS JOIN (SELECT {SCHEMA}.long_work({{{{ params.work_seconds }}}}, %(day)s,
+    '{{{{ ti.dag_id }}}}/{{{{ ti.task_id }}}}') AS done LIMIT 1) AS work"""
+MARIADB_LOAD_REVENUE = f"""
+INSERT INTO {SCHEMA}.fact_revenue (day, region, order_id, amount)
+SELECT o.day, o.region, o.order_id, o.amount
+FROM {SCHEMA}.orders AS o {MARIADB_WORK}
+WHERE o.day = %(day)s AND o.region = %(region)s
+"""
+MARIADB_APPEND_LINES = f"""
+INSERT INTO {SCHEMA}.order_lines (day, region, order_id, qty)
+SELECT o.day, o.region, o.order_id, o.qty
+FROM {SCHEMA}.orders AS o {MARIADB_WORK}
+WHERE o.day = %(day)s AND o.region = %(region)s
+"""
+
 REVENUE_TOTAL = f"""
 INSERT INTO {SCHEMA}.daily_revenue (day, revenue)
 SELECT %(day)s::date, coalesce(sum(amount), 0) FROM {SCHEMA}.fact_revenue WHERE day = %(day)s::date
 """
+
+if os.environ.get("CRASHSAFE_DRILL_WAREHOUSE", "postgres") == "mariadb":
+    SETUP, LOAD_REVENUE, APPEND_LINES = MARIADB_SETUP, MARIADB_LOAD_REVENUE, MARIADB_APPEND_LINES
+    REVENUE_TOTAL = REVENUE_TOTAL.replace("::date", "")
 
 with DAG(
     dag_id="nightly_revenue_plain",

@@ -7,7 +7,8 @@ instead kills the scheduler inside its critical section and shows its successor 
 healed by the watchdog (:mod:`drill.wedge`, reported by :mod:`drill.wedge_report`). ``--scenario
 storm`` reproduces the restart's burst against a finite warehouse and a deadline, plain beside
 crashsafe, with ``--storm-variant`` choosing whether the in-flight work survives the crash
-(:mod:`drill.storm`, reported by :mod:`drill.storm_report`).
+(:mod:`drill.storm`, reported by :mod:`drill.storm_report`). ``--warehouse mariadb`` runs the
+default scenario with the warehouse on a throwaway MariaDB server (the DAGs' SQL in its spelling).
 
 Exit codes: 0 every crashsafe invariant held; 1 one broke; 3 the drill itself could not run or
 proved nothing (no load was interrupted). The plain DAG's damage is expected and only reported.
@@ -34,6 +35,7 @@ from drill.scenario import Progress
 from drill.session import DrillSession
 from drill.vendors import VENDOR_NAMES, DrillVendors
 from drill.work_meter import WorkMeter
+from drill.writes import MARIADB_NOTES
 
 __all__ = [
     "EXIT_BROKEN",
@@ -53,6 +55,8 @@ EXIT_OK, EXIT_BROKEN, EXIT_DRILL_FAILED = 0, 1, 3
 SCENARIOS = ("default", "wedge", "storm", *fleet_cli.FLEET_SCENARIOS, "all")
 #: ``--storm-variant`` choices (see :data:`drill.storm_report.VARIANT_TITLES`).
 STORM_VARIANTS = ("both", "adopt", "lost")
+#: ``--warehouse`` choices: the engine the drill's loads write to.
+WAREHOUSES = ("postgres", "mariadb")
 #: Per scenario, the defaults of ``--outage`` and ``--health-check-threshold``.
 OUTAGE_DEFAULTS = {"default": (40.0, 30), "wedge": (40.0, 30), "storm": (10.0, 8)}
 #: Per scenario, the default of ``--watch-interval``: the storm's night is short.
@@ -178,6 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
         "hosts (own UTS and PID namespaces; needs root, unshare and redis-server), two schedulers",
     )
     fleet_cli.add_options(parser)
+    a(
+        "--warehouse",
+        choices=WAREHOUSES,
+        default="postgres",
+        help="the engine of the warehouse the loads fence and MERGE into: postgres (default: the "
+        "throwaway cluster) or mariadb (a throwaway MariaDB server; fencing without adoption and no "
+        "work meter there, the report says why); the crashsafe store stays on PostgreSQL",
+    )
     a("--warehouse-url", help="existing PostgreSQL warehouse (default: a throwaway cluster)")
     a(
         "--metadata",
@@ -207,6 +219,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.warehouse == "mariadb":
+        if args.executor == "celery" or args.scenario != "default":
+            parser.error("--warehouse mariadb runs the default scenario on LocalExecutor only")
+        if args.warehouse_url:
+            parser.error("--warehouse-url names a PostgreSQL warehouse: drop it with --warehouse mariadb")
     if args.executor == "celery":
         if args.scenario == "storm":
             parser.error("--scenario storm runs on LocalExecutor: drop --executor celery")
@@ -356,6 +373,8 @@ def _crash(drill: DrillSession, args: argparse.Namespace, progress: Progress) ->
     if drill.warehouse_url.startswith("postgres"):
         # Counts, server-side, every execution of every load (abandoned attempts' included).
         drill.meter = WorkMeter(drill.warehouse_url).start()
+    else:
+        drill.notes += MARIADB_NOTES
     scenario.trigger({"work_seconds": args.work_seconds})
     scenario.wait_running(expected=running)
 
@@ -390,5 +409,6 @@ def _collect(drill: DrillSession, progress: Progress) -> DrillFacts:
     progress("report")
     facts.wall_seconds = progress.elapsed()
     facts.notes = drill.notes
+    facts.warehouse = getattr(drill.args, "warehouse", "postgres")
     facts.sessions = sorted(drill.sessions)
     return facts

@@ -43,6 +43,8 @@ class DrillFacts:
     wedge: WedgeFact | None = None
     #: The Celery fleet scenario's fault and hosts (``--executor celery``; None otherwise).
     fleet: FleetFact | None = None
+    #: The warehouse's engine (``--warehouse``): "postgres" or "mariadb".
+    warehouse: str = "postgres"
 
     def dag(self, side: str) -> DagFacts | None:
         """The DAG run of ``side`` ("plain" / "crashsafe"), None if that side did not run."""

@@ -95,6 +95,8 @@ class ScenarioTimings:
     outage: float = 40.0
     health_check_threshold: int = 30
     boot_timeout: float = 180.0
+    #: How long the runs may take to finish after the restart (None: three loads' work + 180 s).
+    finish_timeout: float | None = None
 
 
 @dataclass
@@ -254,7 +256,7 @@ class Scenario:
         return count
 
     def wait_finished(self) -> dict[str, str]:
-        timeout = self.timings.work_seconds * 3 + 180
+        timeout = self.timings.finish_timeout or self.timings.work_seconds * 3 + 180
 
         def finished() -> dict[str, str] | None:
             self._check_alive()

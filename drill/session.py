@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from airflow_crashsafe.testing.mariadb import MariaDbServer, make_database, start_server
 from drill.airflow_home import DrillHome
 from drill.cluster import PostgresCluster, airflow_conn_uri, find_pg_bin, libpq_url, sqlalchemy_url
 from drill.components import Component, airflow_component, drill_processes, kill_drill_processes
@@ -34,6 +35,8 @@ class DrillSession:
         self.progress = progress
         self.home = DrillHome.create(args.workdir)
         self.cluster: PostgresCluster | None = None
+        #: The throwaway MariaDB server holding the warehouse (``--warehouse mariadb``).
+        self.mariadb: MariaDbServer | None = None
         self.sessions: set[int] = set()
         self.starts: dict[str, int] = {}
         self.notes: list[str] = []
@@ -78,12 +81,24 @@ class DrillSession:
                 kill_after=kill_after,
                 outage=args.outage,
                 health_check_threshold=args.health_check_threshold,
+                finish_timeout=self._finish_timeout(),
             ),
             make_component=lambda name: self.component(name, env),
             progress=self.progress,
             on_start=lambda c: self.sessions.add(c.pid or -1),
         )
         return self.scenario
+
+    def _finish_timeout(self) -> float | None:
+        """MariaDB adopts nothing: every reset load is redone, ``recovery_concurrency`` at a time."""
+        args = self.args
+        if getattr(args, "warehouse", "postgres") != "mariadb":
+            return None
+        from airflow_crashsafe.options import OPTIONS  # the drill leaves the option at its default
+
+        places = int(str(OPTIONS["recovery_concurrency"]["default"])) or 2 * args.regions
+        waves = -(-2 * args.regions // places)
+        return float(args.work_seconds * (waves + 3) + 180)
 
     def warehouse(self) -> tuple[str, dict[str, str], str]:
         """(warehouse URL, connection env vars, metadata URL); starts the throwaway cluster if needed."""
@@ -111,9 +126,20 @@ class DrillSession:
             env["AIRFLOW_CONN_CRASHSAFE_DEFAULT"] = airflow_conn_uri(self.store_url)
             if args.metadata == "postgres":
                 metadata = sqlalchemy_url(self.cluster.url("airflow"))
+        if getattr(args, "warehouse", "postgres") == "mariadb":
+            url = self._mariadb_warehouse()
+            env["AIRFLOW_CONN_CRASHSAFE_WAREHOUSE"] = url
+            env["CRASHSAFE_DRILL_WAREHOUSE"] = "mariadb"  # the DAGs' SQL in MariaDB's spelling
+            return url, env, metadata
         url = args.warehouse_url or (self.cluster.url("warehouse") if self.cluster else "")
         env["AIRFLOW_CONN_CRASHSAFE_WAREHOUSE"] = airflow_conn_uri(libpq_url(url))
         return libpq_url(url), env, metadata
+
+    def _mariadb_warehouse(self) -> str:
+        """Start the throwaway MariaDB server; the URL of a new database in it (the store stays put)."""
+        self.mariadb = start_server()  # stopped by cleanup(); its reaper stops it if the drill dies
+        self.progress(f"throwaway MariaDB (warehouse) on 127.0.0.1:{self.mariadb.port}")
+        return make_database(self.mariadb.admin_url, prefix="warehouse")
 
     def component(self, name: str, env: dict[str, str]) -> Component:
         return airflow_component(name, env, self.home.logs, self.starts)
@@ -157,6 +183,8 @@ class DrillSession:
         kill_drill_processes(self.sessions, self.home.airflow_home)
         if self.cluster is not None:
             self.cluster.stop()
+        if self.mariadb is not None:
+            self.mariadb.stop(keep_files=self.args.keep)
         if self.vendors is not None:
             self.vendors.stop()
         if self.receiver is not None:

@@ -43,6 +43,19 @@ __all__ = [
 
 EPSILON = 0.005  # money is numeric(12, 2)
 
+#: What the drill cannot show with its warehouse on MariaDB (``--warehouse mariadb``), in the report.
+MARIADB_NOTES = [
+    "warehouse on MariaDB: the writes are fenced, without adoption. A MariaDB transaction does not "
+    "outlive its client (there is no autocommitted server-side unit like PostgreSQL's DO block), so a "
+    "reset re-run redoes its load instead of taking its predecessor's over; the operators log this "
+    "at start (docs/databases.md)",
+    "work meter: not run on MariaDB. It samples PostgreSQL's pg_stat_activity; MariaDB's "
+    "PROCESSLIST shows a stored function's inner statement (DO SLEEP), not the load that called it, "
+    "so the seconds each load ran are not measured",
+]
+WAREHOUSE_TITLES = {"postgres": "PostgreSQL", "mariadb": "MariaDB"}
+NO_ADOPTION = "n/a (MariaDB: no unit outlives its client)"
+
 
 @dataclass
 class FenceFact:
@@ -92,53 +105,59 @@ class DagFacts:
 
 
 def read_warehouse(url: str, schema: str, day: str) -> WarehouseFacts:
-    """Revenue and row counts of one DAG's tables for ``day`` (PostgreSQL)."""
-    import psycopg
-    from psycopg import sql
+    """Revenue and row counts of one DAG's tables for ``day`` (PostgreSQL or MariaDB ``url``)."""
+    from airflow_crashsafe.store.dbapi import connect_url
+
+    db = connect_url(url)
 
     def one(query: str) -> Any:
-        statement = sql.SQL(query).format(s=sql.Identifier(schema))
-        row = conn.execute(statement, {"day": day}).fetchone()
+        row = db.execute(query.replace("{s}", schema), {"day": day}).fetchone()
         return row[0] if row else None
 
     total = "SELECT coalesce(sum(amount), 0) FROM {s}.{t} WHERE day = %(day)s"
     keys = "SELECT count(*) FROM (SELECT DISTINCT day, region, order_id FROM {s}.{t} WHERE day = %(day)s) k"
-    with psycopg.connect(url, autocommit=True) as conn:
-        reported = conn.execute(
-            sql.SQL("SELECT revenue FROM {s}.daily_revenue WHERE day = %(day)s").format(
-                s=sql.Identifier(schema)
-            ),
-            {"day": day},
-        ).fetchall()
+    try:
+        reported = db.execute(f"SELECT revenue FROM {schema}.daily_revenue WHERE day = %(day)s", {"day": day})
         return WarehouseFacts(
+            revenue_reported=[float(r[0]) for r in reported.fetchall()],
             revenue_expected=float(one(total.replace("{t}", "orders"))),
             revenue_actual=float(one(total.replace("{t}", "fact_revenue"))),
-            revenue_reported=[float(r[0]) for r in reported],
             orders=int(one("SELECT count(*) FROM {s}.orders WHERE day = %(day)s")),
             fact_rows=int(one("SELECT count(*) FROM {s}.fact_revenue WHERE day = %(day)s")),
             fact_keys=int(one(keys.replace("{t}", "fact_revenue"))),
             line_rows=int(one("SELECT count(*) FROM {s}.order_lines WHERE day = %(day)s")),
             line_keys=int(one(keys.replace("{t}", "order_lines"))),
         )
+    finally:
+        db.rollback()
+        db.close()
 
 
 def read_fences(url: str, dag_id: str, day: str) -> list[FenceFact]:
     """The crashsafe fence rows of ``dag_id`` for ``day``'s slots (empty if none were written).
 
-    Read straight from the table the fenced operators wrote in the warehouse: the drill checks
-    the store's record from outside, as a person with ``psql`` would.
+    Read straight from the table the fenced operators wrote in the warehouse (PostgreSQL or
+    MariaDB): the drill checks the store's record from outside, as a person with ``psql`` would.
     """
-    import psycopg
+    from airflow_crashsafe.store.dbapi import connect_url
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        exists = conn.execute("SELECT to_regclass('crashsafe_fences')").fetchone()
-        if not exists or exists[0] is None:
+    db = connect_url(url)
+    here = "DATABASE()" if db.dialect.is_mysql else "current_schema()"
+    try:
+        exists = db.execute(
+            "SELECT count(*) FROM information_schema.tables"
+            f" WHERE table_name = 'crashsafe_fences' AND table_schema = {here}"
+        ).fetchone()
+        if not exists or not exists[0]:
             return []
-        found = conn.execute(
+        found = db.execute(
             "SELECT task_id, target, issued_try, committed_try, rejected_count FROM crashsafe_fences"
             " WHERE dag_id = %(dag_id)s AND slot_partition LIKE %(day)s ORDER BY task_id, target",
             {"dag_id": dag_id, "day": f"{day}%"},
         ).fetchall()
+    finally:
+        db.rollback()
+        db.close()
     return [FenceFact(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in found]
 
 
@@ -201,7 +220,7 @@ def _last_try(task: TaskFact | None) -> int | None:
     return max((a.try_number for a in task.attempts), default=None) if task else None
 
 
-def _fence_rows(dag: DagFacts, fences: list[FenceFact]) -> dict[str, str]:
+def _fence_rows(dag: DagFacts, fences: list[FenceFact], adoption: bool) -> dict[str, str]:
     by_task = {t.task_id: t for t in dag.tasks}
     newest = sum(f.committed_try is not None and f.committed_try == f.issued_try for f in fences)
     cancelled = sum(a.outcome == "cancelled" for t in dag.tasks for a in t.attempts[:-1])
@@ -221,12 +240,12 @@ def _fence_rows(dag: DagFacts, fences: list[FenceFact]) -> dict[str, str]:
     )
     if skipped:
         found["re-runs that found the work committed"] = str(skipped)
-    found["re-runs that adopted in-flight work"] = str(len(adopting))
+    found["re-runs that adopted in-flight work"] = str(len(adopting)) if adoption else NO_ADOPTION
     return found
 
 
-def metrics(dag: DagFacts, restarted_at: float | None = None) -> dict[str, str]:
-    """The table's rows for one DAG, in display order."""
+def metrics(dag: DagFacts, restarted_at: float | None = None, *, adoption: bool = True) -> dict[str, str]:
+    """The table's rows for one DAG, in display order (``adoption``: the warehouse can adopt)."""
     long = dag.long_tasks()
     reset = [t for t in long if len(t.attempts) >= 2]
     ov = [o for t in dag.tasks for o in overlaps(t)]
@@ -249,7 +268,7 @@ def metrics(dag: DagFacts, restarted_at: float | None = None) -> dict[str, str]:
         found["stale attempts cancelled (on_kill)"] = "n/a (no on_kill)"
         found["committed by newest attempt"] = "n/a (not recorded)"
     else:
-        found.update(_fence_rows(dag, dag.fences))
+        found.update(_fence_rows(dag, dag.fences, adoption))
     if restarted_at is not None and dag.run_end is not None:
         found["run ended, after the restart"] = f"{dag.run_end - restarted_at:.0f} s"
     return found
@@ -304,11 +323,16 @@ def broken_invariants(dag: DagFacts) -> list[str]:
 
 def rows(facts: DrillFacts, side: str) -> dict[str, str]:
     dag = facts.dag(side)
-    return {} if dag is None else metrics(dag, facts.restarted_at)
+    return {} if dag is None else metrics(dag, facts.restarted_at, adoption=facts.warehouse == "postgres")
 
 
 def section(facts: DrillFacts) -> list[str]:
-    return []
+    if facts.warehouse == "postgres":
+        return []
+    return [
+        f"Warehouse on {WAREHOUSE_TITLES.get(facts.warehouse, facts.warehouse)}: the loads' tables and "
+        "their fence rows (the crashsafe store stays on PostgreSQL)"
+    ]
 
 
 def invariants(facts: DrillFacts) -> list[str]:

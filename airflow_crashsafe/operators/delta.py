@@ -3,9 +3,11 @@
 The rows come from ``source``, a callable given the task context that returns Arrow data (any
 object with ``__arrow_c_stream__``: a pyarrow or arro3 table, a polars frame, a record batch
 reader). The slot is the Delta transaction's application id and the attempt's fencing token its
-version (:mod:`airflow_crashsafe.fencing.delta`): a stale attempt's commit is refused by Delta's
-optimistic concurrency, and a retry of a committed slot reads the table's ``txn`` state and
-returns at once. Object stores work through ``storage_options``, passed to delta-rs as they are.
+version (:mod:`airflow_crashsafe.fencing.delta`); like the SQL operators, an attempt also takes a
+token in the crashsafe store when it starts. A stale attempt's commit is refused once a newer
+attempt has started (the store's fence check, under whose lock the Delta commit runs) or committed
+(Delta's optimistic concurrency), and a retry of a committed slot reads the table's ``txn`` state
+and returns at once. Object stores work through ``storage_options``, passed to delta-rs as they are.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ class _DeltaBase(BaseOperator):
         self.storage_options = storage_options
         self.slot_partition = slot_partition
 
-    def _commit(self, context: Mapping[str, Any]) -> Callable[[Any, Any], None]:
+    def _commit(self) -> Callable[[Any, Any, Any], None]:
+        """``commit(table, data, commit_properties)``: this operator's Delta write of ``data``."""
         raise NotImplementedError
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -72,10 +75,11 @@ class _DeltaBase(BaseOperator):
         ctx = current_context(context)
         slot, attempt = slot_from_context(ctx, self.slot_partition), attempt_from_context(ctx)
         fence = DeltaFence(self.table_uri, slot, self.table_uri, attempt, self.storage_options)
-        outcome = fence.write(self._commit(ctx))
+        outcome = fence.write(lambda: self.source(ctx), self._commit())
         return {
             "skipped": outcome.skipped,
             "token": outcome.token,
+            "fence_token": outcome.fence_token,
             "committed_by": outcome.committed_by,
             "table_version": outcome.table_version,
             "delta_app_id": fence.app_id,
@@ -112,15 +116,15 @@ class DeltaPartitionOverwriteOperator(_DeltaBase):
         self.partition = dict(partition)
         self.partition_by = partition_by
 
-    def _commit(self, context: Mapping[str, Any]) -> Callable[[Any, Any], None]:
+    def _commit(self) -> Callable[[Any, Any, Any], None]:
         from deltalake import write_deltalake
 
         predicate = " AND ".join(f"{_ident(c)} = {_literal(v)}" for c, v in self.partition.items())
 
-        def commit(table: Any, properties: Any) -> None:
+        def commit(table: Any, data: Any, properties: Any) -> None:
             write_deltalake(
                 table,
-                self.source(context),
+                data,
                 mode="overwrite",
                 predicate=predicate,
                 partition_by=self.partition_by,
@@ -147,12 +151,12 @@ class DeltaMergeOperator(_DeltaBase):
             )
         self.natural_key = key
 
-    def _commit(self, context: Mapping[str, Any]) -> Callable[[Any, Any], None]:
+    def _commit(self) -> Callable[[Any, Any, Any], None]:
         on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in self.natural_key)
 
-        def commit(table: Any, properties: Any) -> None:
+        def commit(table: Any, data: Any, properties: Any) -> None:
             merger = table.merge(
-                self.source(context),
+                data,
                 predicate=on,
                 source_alias="s",
                 target_alias="t",

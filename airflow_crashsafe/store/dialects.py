@@ -124,7 +124,8 @@ DIALECTS: dict[str, SqlDialect] = {
             adoption=False,
             transactional_ddl=False,
             row_locks=True,
-            why_no_adoption=f"no statement keeps running after its connection closes; {_CLIENT_DIES}",
+            why_no_adoption="the write's statements run in one transaction its client drives, with no "
+            f"anonymous block to run them as one server-side unit; {_CLIENT_DIES}",
             why_no_ddl="CREATE/ALTER/DROP/TRUNCATE commit the open transaction implicitly, "
             "so DDL inside a fenced write is refused",
         ),

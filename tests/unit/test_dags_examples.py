@@ -42,3 +42,16 @@ def test_drill_dags_share_their_shape() -> None:
     for dag in (plain, safe):
         assert dag.max_active_tasks >= len(dag.task_ids)
         assert dag.schedule is None or str(dag.timetable.summary) in ("None", "")
+
+
+def test_drill_dags_parse_with_the_mariadb_warehouse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CRASHSAFE_DRILL_WAREHOUSE=mariadb (``drill --warehouse mariadb``): same tasks, MariaDB's SQL."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    monkeypatch.setenv("CRASHSAFE_DRILL_WAREHOUSE", "mariadb")
+    for name in ("nightly_revenue_plain", "nightly_revenue_crashsafe"):
+        bag = DagBag(dag_folder=str(DAGS_DIR / f"{name}.py"), safe_mode=False)
+        assert bag.import_errors == {}
+        setup = bag.dags[name].get_task("setup")
+        assert any("DO SLEEP(" in statement for statement in setup.sql)
+        assert not any("pg_sleep" in statement for statement in setup.sql)

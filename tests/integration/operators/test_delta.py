@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,8 +65,8 @@ def _fenced_commits(uri: str) -> list[dict[str, Any]]:
     return [h for h in deltalake.DeltaTable(uri).history() if "crashsafe_attempt" in h]
 
 
-def test_older_attempt_committing_last_is_refused_by_the_table(tmp_path: Path) -> None:
-    """Try 1 checks, try 2 commits, try 1 commits last: Delta refuses it; try 2's rows stand."""
+def test_older_attempt_committing_last_is_refused(tmp_path: Path) -> None:
+    """Try 1 starts, try 2 commits, try 1 commits last: refused; try 2's rows stand."""
     uri = _table(tmp_path)
     newer = _overwrite(uri, 20)
     zombie_ctx, newer_ctx = (
@@ -80,6 +81,49 @@ def test_older_attempt_committing_last_is_refused_by_the_table(tmp_path: Path) -
     assert err.value.newest_token > err.value.token
     assert _contents(uri) == [("2024-01-01", "eu", 1), (DAY, "eu", 20), (DAY, "us", 21)]
     assert len(_fenced_commits(uri)) == 1
+
+
+def test_older_attempt_committing_after_a_newer_one_started_is_refused_by_the_token(tmp_path: Path) -> None:
+    """Try 1 starts, try 2 starts (takes its token), try 1 commits: refused; try 2 then commits alone."""
+    uri = _table(tmp_path)
+    newer_started, newer_may_commit = threading.Event(), threading.Event()
+    results: list[dict[str, Any] | BaseException] = []
+
+    def newer_source_waits() -> None:
+        newer_started.set()  # the source runs after the attempt took its token
+        assert newer_may_commit.wait(30)
+
+    newer = _overwrite(uri, 20, before=newer_source_waits)
+
+    def run_newer() -> None:
+        try:
+            results.append(newer.execute(fake_context(task_id="load", try_number=2)))
+        except BaseException as exc:  # reported by the assertion below
+            results.append(exc)
+
+    thread = threading.Thread(target=run_newer)
+
+    def newer_starts() -> None:
+        thread.start()
+        assert newer_started.wait(30)
+
+    zombie = _overwrite(uri, 10, before=newer_starts)
+    try:
+        with pytest.raises(FencedOut, match="fenced out at commit: try 2") as err:
+            zombie.execute(fake_context(task_id="load", try_number=1))
+    finally:
+        newer_may_commit.set()
+        thread.join(30)
+    assert err.value.token is not None
+    assert err.value.newest_token is not None
+    assert err.value.newest_token > err.value.token
+    assert len(results) == 1
+    assert isinstance(results[0], dict), results
+    assert (results[0]["skipped"], results[0]["fence_token"]) == (False, err.value.newest_token)
+    assert _contents(uri) == [("2024-01-01", "eu", 1), (DAY, "eu", 20), (DAY, "us", 21)]
+    commits = _fenced_commits(uri)
+    assert len(commits) == 1
+    assert "try 2" in commits[0]["crashsafe_attempt"]
 
 
 def test_an_older_attempt_starting_after_the_newer_commit_is_refused_at_start(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from drill.cli import parse_args
 
 REPO = Path(__file__).resolve().parents[3]
@@ -60,3 +62,39 @@ def test_the_storm_refuses_an_outside_warehouse() -> None:
     assert done.returncode == 2
     assert "--scenario storm builds its own warehouse" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_warehouse_is_postgres_unless_mariadb_is_asked_for() -> None:
+    """--warehouse defaults to postgres; mariadb keeps the default scenario's timings."""
+    assert parse_args([]).warehouse == "postgres"
+    args = parse_args(["--warehouse", "mariadb", "--regions", "2"])
+    assert (args.warehouse, args.scenario, args.executor, args.regions) == ("mariadb", "default", "local", 2)
+    assert (args.outage, args.health_check_threshold, args.work_seconds) == (40.0, 30, 150)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--scenario", "storm"], "--warehouse mariadb runs the default scenario on LocalExecutor only"),
+        (["--scenario", "wedge"], "--warehouse mariadb runs the default scenario on LocalExecutor only"),
+        (["--executor", "celery"], "--warehouse mariadb runs the default scenario on LocalExecutor only"),
+        (["--warehouse-url", "postgresql://x/y"], "--warehouse-url names a PostgreSQL warehouse"),
+    ],
+)
+def test_the_mariadb_warehouse_refuses_what_it_cannot_run(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--warehouse mariadb with another scenario, Celery or a PostgreSQL URL: a one-line usage error."""
+    with pytest.raises(SystemExit) as done:
+        parse_args(["--warehouse", "mariadb", *argv])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_an_unknown_warehouse_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """--warehouse names one of the engines the drill can start."""
+    with pytest.raises(SystemExit):
+        parse_args(["--warehouse", "oracle"])
+    assert "invalid choice: 'oracle'" in capsys.readouterr().err

@@ -203,3 +203,20 @@ def test_adopting_reruns_are_not_also_counted_as_finding_the_work_committed() ->
     rows = metrics(dag)
     assert rows["re-runs that adopted in-flight work"] == "2"
     assert rows["re-runs that found the work committed"] == "2"  # overwrite_lines_r01, _r02
+
+
+def test_a_mariadb_warehouse_says_what_it_cannot_show() -> None:
+    """--warehouse mariadb: adoption is n/a with its reason, the warehouse is named, the facts round-trip."""
+    from drill.writes import MARIADB_NOTES, NO_ADOPTION
+
+    facts = _facts()
+    facts.warehouse = "mariadb"
+    facts.notes = list(MARIADB_NOTES)
+    text = render(DrillFacts.from_json(facts.to_json()))
+    adopted = [line for line in text.splitlines() if line.startswith("re-runs that adopted in-flight work")]
+    assert len(adopted) == 1
+    assert NO_ADOPTION in adopted[0]
+    assert "Warehouse on MariaDB" in text
+    assert "Note: work meter: not run on MariaDB" in text
+    assert "Crashsafe invariants hold" in text
+    assert NO_ADOPTION not in render(_facts())

@@ -36,7 +36,7 @@ def test_every_missing_guarantee_comes_with_its_reason() -> None:
     """PostgreSQL lacks nothing; MySQL says why it has no adoption and no transactional DDL."""
     assert DIALECTS["postgresql"].guarantees.limits() == []
     said = dialect_named("mysql").describe_limits()
-    assert "no adoption of an in-flight write (no statement keeps running" in said
+    assert "no adoption of an in-flight write (the write's statements run in one transaction" in said
     assert "no transactional DDL" in said
     assert "docs/databases.md" in said
     with pytest.raises(ConfigurationError, match="no SQL dialect 'oracle'"):
