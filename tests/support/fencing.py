@@ -1,7 +1,7 @@
 """Drive ``fenced_transaction`` from plain objects: contexts, an output table, attempt runners.
 
 Shared by the fencing tests and the benchmark. Worker functions here are importable by name, so
-``multiprocessing`` (spawn) children can run them.
+``multiprocessing`` children (see ``processes.py``) can run them.
 """
 
 from __future__ import annotations

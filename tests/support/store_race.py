@@ -1,4 +1,4 @@
-"""A ``multiprocessing`` (spawn) entry point: migrate a store at the same moment as other processes."""
+"""A ``multiprocessing`` entry point: migrate a store at the same moment as other processes."""
 
 from __future__ import annotations
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import KeyHonouringVendor, NaiveVendor, Received
+from tests.support.processes import ModuleRun, run_module
 
 pytestmark = pytest.mark.integration
 
@@ -26,22 +24,16 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> St
     return open_store()
 
 
-REPO = Path(__file__).resolve().parents[3]
+def run_attempt(
+    try_number: int, crash_point: str, on_unknown: str = "resend", *, held: bool = False
+) -> ModuleRun:
+    """``python -m tests.support.http_task ...`` in a task process of its own (see ``processes.py``)."""
+    return run_module("tests.support.http_task", str(try_number), crash_point, on_unknown, held=held)
 
 
-def run_attempt(try_number: int, crash_point: str, on_unknown: str = "resend") -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.http_task", str(try_number), crash_point, on_unknown],
-        cwd=REPO,
-        env=os.environ.copy(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
+def finish(process: ModuleRun) -> tuple[int, str]:
     out, err = process.communicate(timeout=120)
+    assert process.returncode is not None
     return process.returncode, out.strip().splitlines()[-1] if out.strip() else err[-2000:]
 
 
@@ -78,8 +70,9 @@ def test_killed_mid_request_key_honouring_vendor_books_once(
         monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)
         victim: list[int] = []
         kill_caller_on_first_request(vendor, victim)
-        first = run_attempt(1, "none")
+        first = run_attempt(1, "none", held=True)
         victim.append(first.pid)
+        first.release()
         code, _ = finish(first)
         assert code == -signal.SIGKILL
         code, out = finish(run_attempt(2, "none", "resend"))
@@ -96,8 +89,9 @@ def test_killed_mid_request_naive_vendor_fail_policy_never_books_twice(
         monkeypatch.setenv("AIRFLOW_CONN_VENDOR", vendor.url)
         victim: list[int] = []
         kill_caller_on_first_request(vendor, victim)
-        first = run_attempt(1, "none", "fail")
+        first = run_attempt(1, "none", "fail", held=True)
         victim.append(first.pid)
+        first.release()
         assert finish(first)[0] == -signal.SIGKILL
         code, out = finish(run_attempt(2, "none", "fail"))
         assert (code, out) == (3, "OutcomeUnknown")

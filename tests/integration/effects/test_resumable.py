@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +18,9 @@ from airflow_crashsafe.store import ledger
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import fake_context
 from tests.support.jobs import JobService, KeyedJobOperator, job_service
+from tests.support.processes import run_module
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -38,17 +34,11 @@ def service(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[JobServ
 
 def attempt(try_number: int, crash_point: str, kind: str = "keyed") -> tuple[int, str]:
     """Run one attempt in its own process (so it can be SIGKILLed); its exit code and last line."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.job_task", str(try_number), crash_point, kind],
-        cwd=REPO,
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    lines = done.stdout.strip().splitlines()
-    return done.returncode, lines[-1] if lines else done.stderr[-2000:]
+    done = run_module("tests.support.job_task", str(try_number), crash_point, kind)
+    out, err = done.communicate(timeout=120)
+    assert done.returncode is not None
+    lines = out.strip().splitlines()
+    return done.returncode, lines[-1] if lines else err[-2000:]
 
 
 def ctx(try_number: int) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import threading
 import uuid
@@ -26,6 +25,7 @@ from tests.support.fencing import (
     run_attempt,
     run_attempt_in_child,
 )
+from tests.support.processes import race_context, start_children
 
 pytestmark = pytest.mark.integration
 
@@ -135,15 +135,12 @@ def test_process_race_keeps_only_the_newest_attempts_output(
     _prepare(target_url)
     store.migrate()
     specs = _specs(8, f"procs_{uuid.uuid4().hex[:8]}", seed=4)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = race_context()
     barrier = ctx.Barrier(len(specs))
     results = ctx.Queue()
-    procs = [
-        ctx.Process(target=run_attempt_in_child, args=(target_url, store_url, spec, barrier, results))
-        for spec in specs
-    ]
-    for proc in procs:
-        proc.start()
+    procs = start_children(
+        ctx, run_attempt_in_child, [(target_url, store_url, spec, barrier, results) for spec in specs]
+    )
     outcomes = [results.get(timeout=240) for _ in procs]
     for proc in procs:
         proc.join(timeout=60)

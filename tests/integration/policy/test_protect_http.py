@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.store.store import Store
 from airflow_crashsafe.testing import KeyHonouringVendor, NaiveVendor, Received
+from tests.support.processes import ModuleRun, run_module
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -35,19 +31,14 @@ def store(monkeypatch: pytest.MonkeyPatch, postgres_url: str) -> Store:
     return open_store()
 
 
-def attempt(task_id: str, try_number: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.policy_http_task", task_id, str(try_number)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def attempt(task_id: str, try_number: int, held: bool = False) -> ModuleRun:
+    """``python -m tests.support.policy_http_task ...`` in a task process of its own (``processes.py``)."""
+    return run_module("tests.support.policy_http_task", task_id, str(try_number), held=held)
 
 
-def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
+def finish(process: ModuleRun) -> tuple[int, str]:
     out, err = process.communicate(timeout=120)
+    assert process.returncode is not None
     return process.returncode, out.strip().splitlines()[-1] if out.strip() else err[-3000:]
 
 
@@ -65,8 +56,9 @@ def test_naive_vendor_pays_once_across_a_crash(store: Store, monkeypatch: pytest
         monkeypatch.setenv("AIRFLOW_CONN_CRASHSAFE_VENDOR_NAIVE", vendor.url)
         victim: list[int] = []
         crash_on_first_request(vendor, victim)
-        first = attempt("push_payment_naive_p01", 1)
+        first = attempt("push_payment_naive_p01", 1, held=True)
         victim.append(first.pid)
+        first.release()
         code, _ = finish(first)
         assert code == -signal.SIGKILL
         assert vendor.bookings == 1
@@ -84,8 +76,9 @@ def test_key_honouring_vendor_pays_once_and_the_rerun_succeeds(
         monkeypatch.setenv("AIRFLOW_CONN_CRASHSAFE_VENDOR_KEYED", f"{vendor.url}?{HONOURS_KEYS_EXTRA}=true")
         victim: list[int] = []
         crash_on_first_request(vendor, victim)
-        first = attempt("push_payment_keyed_p01", 1)
+        first = attempt("push_payment_keyed_p01", 1, held=True)
         victim.append(first.pid)
+        first.release()
         code, _ = finish(first)
         assert code == -signal.SIGKILL
         code, out = finish(attempt("push_payment_keyed_p01", 2))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from airflow_crashsafe.store import open_store, reset_store_cache
 from airflow_crashsafe.store.dbapi import connect_url
 from airflow_crashsafe.store.schema import VERSION_TABLE, latest_version
 from airflow_crashsafe.store.store import Store
+from tests.support.processes import race_context, start_children
 from tests.support.store_race import migrate_in_child
 
 pytestmark = pytest.mark.integration
@@ -75,11 +75,9 @@ def test_migrate_is_idempotent(make_store: Callable[[], Store], store_db_url: st
 @pytest.mark.slow
 def test_concurrent_first_use_by_many_processes_does_not_race(store_db_url: str) -> None:
     """8 processes migrating a fresh store at the same moment all succeed; each version is applied once."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = race_context()
     barrier, results = ctx.Barrier(8), ctx.Queue()
-    procs = [ctx.Process(target=migrate_in_child, args=(store_db_url, barrier, results)) for _ in range(8)]
-    for proc in procs:
-        proc.start()
+    procs = start_children(ctx, migrate_in_child, [(store_db_url, barrier, results)] * 8)
     outcomes = [results.get(timeout=240) for _ in procs]
     for proc in procs:
         proc.join(timeout=60)
