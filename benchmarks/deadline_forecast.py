@@ -47,7 +47,7 @@ from airflow_crashsafe.watchdog.deadline_rules import deadline_conditions
 from airflow_crashsafe.watchdog.deadlines import parse_deadlines
 from airflow_crashsafe.watchdog.forecast import TaskProgress, expected_durations, forecast_finish
 from airflow_crashsafe.watchdog.run_fetchers import ApiRunFetcher, DbRunFetcher
-from airflow_crashsafe.watchdog.runs import RunReader, RunView
+from airflow_crashsafe.watchdog.runs import TI_OVERLAP, RunReader, RunView
 
 DDL = [
     "CREATE TABLE job (id SERIAL PRIMARY KEY, job_type VARCHAR(30), state VARCHAR(20),"
@@ -155,7 +155,20 @@ def _seed_sqlite(
 
     def ti(run_id: str, task: str, state: str, start: datetime, duration: float | None) -> tuple[Any, ...]:
         end = start + timedelta(seconds=duration) if duration else None
-        return (uuid.uuid4().hex, task, run_id, state, _stamp(start), _stamp(end), duration, _EXECUTOR_CONFIG)
+        # updated_at as Airflow leaves it: at the last change (a seed-time default would make all
+        # 10,000 history rows look changed to the first polls' updated_at_gte reads)
+        changed = _stamp(end or start)
+        return (
+            uuid.uuid4().hex,
+            task,
+            run_id,
+            state,
+            _stamp(start),
+            _stamp(end),
+            duration,
+            _EXECUTOR_CONFIG,
+            changed,
+        )
 
     with sqlite3.connect(db) as conn:
         runs = [(f"scheduled__{n}", now - timedelta(days=n + 3), "success") for n in range(history)]
@@ -169,13 +182,15 @@ def _seed_sqlite(
             rows = [
                 ti(run_id, t, "success", after, rng.uniform(30, 600))
                 if state == "success"
-                else ti(run_id, t, "running", now - timedelta(seconds=rng.uniform(0, 300)), None)
+                # started before the reader's overlap window: the steady state, where a poll's
+                # "started since" read finds nothing (the restart case moves every start)
+                else ti(run_id, t, "running", now - timedelta(seconds=rng.uniform(2 * TI_OVERLAP, 600)), None)
                 for t in graph
             ]
             conn.executemany(
                 "INSERT INTO task_instance (id, task_id, dag_id, run_id, map_index, try_number, max_tries,"
-                " pool, pool_slots, state, start_date, end_date, duration, executor_config)"
-                " VALUES (?, ?, 'big', ?, -1, 1, 0, 'default_pool', 1, ?, ?, ?, ?, ?)",
+                " pool, pool_slots, state, start_date, end_date, duration, executor_config, updated_at)"
+                " VALUES (?, ?, 'big', ?, -1, 1, 0, 'default_pool', 1, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
 
