@@ -14,6 +14,14 @@ sinks send); a message field left unset (SMTP's ``subject`` / ``html_content``, 
 ``summary``, ``message``) gets the alert's title or text, since the providers' default templates
 describe a failed task instance that an alert does not have. A notifier that raises is a failed
 delivery: the dispatcher retries it and keeps it in the outbox like any sink's.
+
+Incident-aware notifiers (PagerDuty's: ``severity``, ``dedup_key``, ``action``, ``custom_details``)
+follow the incident: unset, ``severity`` is the alert's and ``dedup_key`` its incident key, so a
+repeat or a retried delivery updates one incident instead of opening another; ``custom_details``
+is the alert as JSON; and the alert that resolves the incident is sent with ``action="resolve"``
+when the notifier says ``trigger`` (its default). A failure's message is scrubbed of the secrets of
+the notifier's connections (and of anything else :mod:`airflow_crashsafe.redaction` recognises)
+before it is logged or kept in the outbox.
 """
 
 from __future__ import annotations
@@ -22,9 +30,11 @@ import copy
 import json
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow_crashsafe.alerting import Alert, Sink, SinkError
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.redaction import DEFAULT_POLICY
 
 __all__ = ["NotifierSink", "notifier_sinks"]
 
@@ -32,10 +42,14 @@ __all__ = ["NotifierSink", "notifier_sinks"]
 _DEFAULTS = {
     "subject": "{{ alert.title }}",
     "html_content": "<pre>{{ alert_text | e }}</pre>",
-    "text": "{{ alert.title }}\n{{ alert_text }}",
+    "text": "{{ alert_text }}",  # its first line is the title
     "summary": "{{ alert.title }}",
     "message": "{{ alert_text }}",
+    "severity": "{{ alert.severity }}",
+    "dedup_key": "{{ alert.dedup_key[:255] }}",
 }
+#: Notifier attributes holding a credential themselves, beside their connections' passwords.
+_SECRET_ATTRIBUTES = ("integration_key", "routing_key", "token", "webhook_token", "password")
 
 
 class NotifierSink(Sink):
@@ -63,9 +77,40 @@ class NotifierSink(Sink):
         context: Any = {"alert": alert, "alert_text": alert.text()}  # what a template may use
         try:
             notifier.render_template_fields(context)
+            _follow_incident(notifier, alert)
             notifier.notify(context)
         except Exception as exc:
-            raise SinkError(f"{type(exc).__name__} from notifier sink {self.name!r}: {exc}") from None
+            message = f"{type(exc).__name__} from notifier sink {self.name!r}: {exc}"
+            raise SinkError(DEFAULT_POLICY.knowing(*_secrets(notifier)).text(message)) from None
+
+
+def _follow_incident(notifier: Any, alert: Alert) -> None:
+    """Values no template can give: the alert as a details table, and resolve on resolve."""
+    fields = notifier.template_fields
+    if "custom_details" in fields and getattr(notifier, "custom_details", None) is None:
+        notifier.custom_details = alert.to_dict()  # set after rendering: details are data, not templates
+    if {"action", "dedup_key"} <= set(fields) and alert.event == "resolve" and notifier.action == "trigger":
+        notifier.action = "resolve"
+
+
+def _secrets(notifier: Any) -> list[Any]:
+    """What the notifier authenticates with: its connections' passwords and extras, its own keys."""
+    from airflow.sdk import BaseHook
+
+    found: list[Any] = []
+    for name, value in vars(notifier).items():
+        if not isinstance(value, str) or not value:
+            continue
+        if name in _SECRET_ATTRIBUTES:
+            found.append(value)
+        elif name.endswith("conn_id"):
+            try:
+                conn = BaseHook.get_connection(value)
+            except Exception:  # a missing connection is the failure being reported: nothing to hide
+                continue
+            password = conn.password or ""
+            found += [password, urlsplit(password).path if "://" in password else "", conn.extra_dejson]
+    return found
 
 
 def notifier_sinks(notifiers: Sequence[Any] = (), spec: str | None = None) -> list[Sink]:

@@ -464,7 +464,7 @@ def connect_target(
     """
     conn = _load_connection(conn_id)
     if (conn.conn_type or "").lower() == "duckdb":
-        # No DuckDB hook ships with the providers crashsafe installs: open the file directly.
+        # DuckDBHook when the DuckDB provider is installed, told the file (see duckdb_from_connection).
         from airflow_crashsafe.store.engines import duckdb_from_connection
 
         return duckdb_from_connection(conn, conn_id)

@@ -5,10 +5,12 @@ MySQL/MariaDB comes through the connection's ``MySqlHook`` (mysqlclient or mysql
 (see :func:`_mysql_db`); a statement is
 cancelled from a second connection (``KILL QUERY``), since the protocol has no cancel request.
 
-DuckDB has no hook in the providers installed with crashsafe: a ``duckdb`` connection (the file
-in its host, ``schema`` or extra ``path``) is opened with the ``duckdb`` library directly. A
-DuckDB "cursor" is a second connection with transactions of its own, so :class:`DuckDbConnection`
-hands out cursors that run on the one connection the fenced transaction was opened on.
+A ``duckdb`` connection names its file in its host, ``schema`` or extra ``path``; it is opened by
+the DuckDB provider's ``DuckDBHook`` (``airflow-crashsafe[duckdb]``), so the extra's extensions,
+``memory_limit``, ``threads`` and ``settings`` apply, and with the ``duckdb`` library directly
+when that provider is not installed. A DuckDB "cursor" is a second connection with transactions
+of its own, so :class:`DuckDbConnection` hands out cursors that run on the one connection the
+fenced transaction was opened on.
 """
 
 from __future__ import annotations
@@ -194,11 +196,21 @@ def duckdb_from_url(url: str) -> Db:
 
 
 def duckdb_from_connection(conn: Connection, conn_id: str) -> Db:
-    """A ``duckdb`` Airflow connection: the file in its host, ``schema`` or extra ``path``."""
+    """A ``duckdb`` Airflow connection: the file in its host, ``schema`` or extra ``path``.
+
+    The file is passed to ``DuckDBHook`` as its ``database``: the hook alone would read
+    ``duckdb:////abs/path.duckdb`` (the path lands in ``schema``, its MotherDuck database) as an
+    in-memory database, and a fenced write must never land in one that vanishes with the task.
+    """
     path = conn.host or (conn.extra_dejson or {}).get("path") or conn.schema
     if not path:
         raise ConfigurationError(
             f"DuckDB connection {conn_id!r} names no file; use duckdb:////absolute/path.duckdb "
             "(or put the path in the connection's host)."
         )
-    return _duckdb(str(path))
+    try:
+        from airflow.providers.duckdb.hooks.duckdb import DuckDBHook
+    except ImportError:
+        return _duckdb(str(path))
+    hook = DuckDBHook(duckdb_conn_id=conn_id, database=str(path))
+    return Db(DuckDbConnection(hook.get_conn(), str(path)), DUCKDB)

@@ -2,6 +2,8 @@
 
 :mod:`~airflow_crashsafe.testing.vendor` (payment vendors with and without idempotency keys),
 :mod:`~airflow_crashsafe.testing.http` (an HTTP server answering from your function),
+:mod:`~airflow_crashsafe.testing.tls` (that server as an HTTPS stand-in for a host a client
+hard-codes, reached through ``HTTPS_PROXY``),
 :mod:`~airflow_crashsafe.testing.postgres` (a throwaway PostgreSQL cluster),
 :mod:`~airflow_crashsafe.testing.mariadb` (a throwaway MariaDB server: ``start_server``),
 :class:`RecordingSink` (an alert sink that keeps what it is sent),

@@ -19,6 +19,7 @@ recorded; the answering function can be swapped while the server runs::
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -68,11 +69,17 @@ class LocalServer:
     """The server: ``url`` to call, ``requests`` received so far, ``answer(fn)`` to change replies.
 
     ``start()``/``stop()`` or a ``with`` block; GET, POST, PUT, PATCH and DELETE are answered.
+    With ``tls`` (a server context) it is also an HTTPS proxy that is its own destination: it
+    answers ``CONNECT`` (recorded too) and serves the requests inside the tunnel over TLS
+    (:mod:`~airflow_crashsafe.testing.tls` builds the context and says how clients reach it).
     """
 
-    def __init__(self, handler: Callable[[Received], Reply] | None = None) -> None:
+    def __init__(
+        self, handler: Callable[[Received], Reply] | None = None, *, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.requests: list[Received] = []
         self._handler = handler or _ok
+        self._tls = tls
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -103,6 +110,27 @@ class LocalServer:
                 server._send(self, reply)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+            def do_CONNECT(self) -> None:
+                with server._lock:
+                    server.requests.append(Received("CONNECT", self.path, dict(self.headers.items()), b""))
+                if server._tls is None:
+                    server._send(self, Reply(405, {"error": "not a proxy"}))
+                    return
+                self.send_response(200, "Connection established")
+                self.end_headers()
+                try:
+                    tunnel = server._tls.wrap_socket(self.connection, server_side=True)
+                except (ssl.SSLError, OSError):
+                    self.close_connection = True  # e.g. a host the certificate does not name
+                    return
+                self.connection, self.close_connection = tunnel, False
+                self.rfile, self.wfile = tunnel.makefile("rb"), tunnel.makefile("wb")
+
+            def finish(self) -> None:
+                super().finish()
+                if isinstance(self.connection, ssl.SSLSocket):  # the tunnel took over the socket
+                    self.connection.close()
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet test output
                 pass

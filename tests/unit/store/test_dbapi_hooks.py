@@ -172,3 +172,23 @@ def test_get_sql_hook_is_the_connections_own_hook(tmp_path: Path, airflow_conn: 
     hook = get_sql_hook(airflow_conn("lite", f"sqlite:///{tmp_path / 'x.db'}"))
     assert isinstance(hook, SqliteHook)
     assert hook.get_conn_id() == "lite"
+
+
+def test_duckdb_connection_is_opened_by_the_duckdb_providers_hook_on_its_file(
+    tmp_path: Path, airflow_conn: Define
+) -> None:
+    """With the DuckDB provider installed, a duckdb:////path connection is opened by DuckDBHook (its
+    extra's memory_limit applies) on that file, not on the in-memory database the hook alone picks."""
+    pytest.importorskip("airflow.providers.duckdb.hooks.duckdb")
+    path = tmp_path / "target.duckdb"
+    conn_id = airflow_conn("duck", f"duckdb:///{path}?memory_limit=123MiB")
+    db = connect_target(conn_id)
+    try:
+        assert db.raw.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "123.0 MiB"
+        db.raw.execute("CREATE TABLE kept AS SELECT 42 AS answer")
+    finally:
+        db.close()
+    import duckdb
+
+    with duckdb.connect(str(path)) as again:
+        assert again.execute("SELECT answer FROM kept").fetchone() == (42,)
