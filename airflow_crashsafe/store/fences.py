@@ -291,9 +291,16 @@ def _issue_row_locked(db: Db, params: dict[str, Any]) -> Any:
             f"{MYSQL_KEY_CHARS} characters, the most a MySQL/MariaDB fence row can key on; shorten "
             "it (slot_partition= or the target name)."
         )
-    with db.autocommit():
-        cursor = db.execute(_portable(db.dialect.name, "issue"), params)
-    token = int(cursor.lastrowid or 0)
+    # Autocommit is off on target connections: the upsert opens a transaction, COMMIT ends it.
+    # (Two round trips; switching autocommit on and off around it took three, each a statement
+    # the server parses and runs. A compound BEGIN NOT ATOMIC ... END statement would be one
+    # round trip, but MariaDB compiles it anew each time: it cost more server CPU than it saved.)
+    try:
+        token = int(db.execute(_portable(db.dialect.name, "issue"), params).lastrowid or 0)
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
     return (token,) if token else None
 
 
