@@ -25,10 +25,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
     "ClusterCpu",
     "Comparison",
+    "CpuMeter",
     "Pair",
     "Quiet",
     "Run",
@@ -44,6 +46,14 @@ __all__ = [
 ]
 
 Step = Callable[[], None]
+
+
+class CpuMeter(Protocol):
+    """CPU seconds the server under test has used so far (``ClusterCpu`` or another meter)."""
+
+    def refresh(self) -> None: ...
+
+    def seconds(self) -> float: ...
 
 
 class ClusterCpu:
@@ -201,7 +211,7 @@ class Quiet:
 class _OthersMeter:
     """Cores the rest of the machine kept busy between ``start()`` and ``stop()``."""
 
-    def __init__(self, cpu: ClusterCpu | None) -> None:
+    def __init__(self, cpu: CpuMeter | None) -> None:
         self.cpu = cpu
 
     def _sample(self) -> tuple[float, float, float, float]:
@@ -216,7 +226,7 @@ class _OthersMeter:
         return max(0.0, (busy - own - cluster) / wall) if wall > 0 and busy > 0 else None
 
 
-def _timed(step: Step, prepare: Step | None, cpu: ClusterCpu | None) -> Run:
+def _timed(step: Step, prepare: Step | None, cpu: CpuMeter | None) -> Run:
     if prepare is not None:
         prepare()
     with _quiet_gc():
@@ -234,7 +244,7 @@ def run_pairs(
     *,
     warmup: int = 1,
     prepare: Step | None = None,
-    cpu: ClusterCpu | None = None,
+    cpu: CpuMeter | None = None,
     quiet: Quiet | None = None,
 ) -> None:
     """Fill each comparison's ``pairs``: ``warmup`` unrecorded rounds, then ``pairs`` rounds.
