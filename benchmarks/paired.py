@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ __all__ = [
     "Summary",
     "ci_text",
     "load_average",
+    "low_quantile_ratio",
     "pct",
     "print_table",
     "run_pairs",
@@ -346,6 +348,35 @@ def summarize(comp: Comparison) -> Summary:
         ratios=ratios,
         others=[p.others for p in comp.pairs],
     )
+
+
+def _quantile(values: list[float], q: float) -> float:
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (pos - lo)
+
+
+def low_quantile_ratio(
+    comp: Comparison, q: float = 0.1, resamples: int = 2000, seed: int = 0
+) -> tuple[float, tuple[float, float, float]]:
+    """B's ``q``-quantile wall time over A's, over every run of every pair, with a bootstrap 95 %
+    interval (pairs resampled whole, since a pair's runs share their load).
+
+    Work running beside ours only ever adds time to a run, so an arm's fastest runs carry the
+    least of it: their ratio is what B adds when neither was disturbed, where the median of pair
+    ratios still carries how the load differed within each pair.
+    """
+    pairs = comp.pairs
+
+    def ratio(sample: list[Pair]) -> float:
+        a = [r.wall for p in sample for r in p.a]
+        b = [r.wall for p in sample for r in p.b]
+        return _quantile(b, q) / _quantile(a, q)
+
+    rng = random.Random(seed)
+    boot = sorted(ratio(rng.choices(pairs, k=len(pairs))) for _ in range(resamples))
+    return ratio(pairs), (_quantile(boot, 0.025), _quantile(boot, 0.975), 0.95)
 
 
 def ci_text(ci: tuple[float, float, float] | None, fmt: Callable[[float], str]) -> str:
