@@ -214,7 +214,7 @@ def _print_paired(rows: int, comps: list[Comparison], out: dict[str, Any], title
     return sums
 
 
-def _round_trip(db: Db, reps: int) -> float:
+def round_trip(db: Db, reps: int) -> float:
     """p50 seconds of one ``SELECT 1`` round trip on the target connection."""
     times = []
     for _ in range(reps):
@@ -225,7 +225,7 @@ def _round_trip(db: Db, reps: int) -> float:
     return statistics.median(times)
 
 
-def _stages(db: Db, store: Any, rows: int, prepare: Step | None) -> dict[str, float]:
+def stages(db: Db, store: Any, rows: int, prepare: Step | None, body: Body = _body) -> dict[str, float]:
     """fenced_transaction's stages, timed one by one (same calls, same order), then plain's."""
     ctx = bench_context(f"stages_{rows}")
     slot, attempt = slot_from_context(ctx, uuid.uuid4().hex), attempt_from_context(ctx)
@@ -236,7 +236,7 @@ def _stages(db: Db, store: Any, rows: int, prepare: Step | None) -> dict[str, fl
     assert issue.token is not None
     t1 = time.perf_counter()
     db.begin(immediate=False)
-    _body(db.raw.cursor(), rows)
+    body(db.raw.cursor(), rows)
     t2 = time.perf_counter()
     assert fences.commit_token(db, slot, TABLE, attempt, issue.token)
     t3 = time.perf_counter()
@@ -248,7 +248,7 @@ def _stages(db: Db, store: Any, rows: int, prepare: Step | None) -> dict[str, fl
         prepare()
     t6 = time.perf_counter()
     db.begin()
-    _body(db.raw.cursor(), rows)
+    body(db.raw.cursor(), rows)
     t7 = time.perf_counter()
     db.commit()
     t8 = time.perf_counter()
@@ -263,11 +263,12 @@ def _stages(db: Db, store: Any, rows: int, prepare: Step | None) -> dict[str, fl
     }
 
 
-def _print_stages(rows: int, stages: list[dict[str, float]], rtt: float, out: dict[str, Any]) -> None:
+def print_stages(
+    rows: int, stages: list[dict[str, float]], rtt: float, out: dict[str, Any], store: str = "PostgreSQL"
+) -> None:
     what = "1-row" if rows == 1 else f"{rows:,}-row"
     print(
-        f"\n## Where the fenced {what} time goes "
-        f"(p50 per stage of {len(stages)} runs, ms; store on PostgreSQL)"
+        f"\n## Where the fenced {what} time goes (p50 per stage of {len(stages)} runs, ms; store on {store})"
     )
     print(f"  {'(one SELECT 1 round trip)':<30}{rtt * 1e3:>9.3f}")
     out["round_trip_ms"] = rtt * 1e3
@@ -439,16 +440,16 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 comps = _overwrite_comparisons(db, 1, {**stores, "fenced (no store event)": null_store})
                 run_pairs(comps, pairs_1, warmup=5, cpu=cpu, quiet=quiet)
                 one = _print_paired(1, comps, out, "Partition overwrite")
-                stages = [_stages(db, pg_store, 1, None) for _ in range(pairs_1)]
-                _print_stages(1, stages, _round_trip(db, pairs_1), out)
+                runs = [stages(db, pg_store, 1, None) for _ in range(pairs_1)]
+                print_stages(1, runs, round_trip(db, pairs_1), out)
                 fresh = _fresh_table(db, big)
                 comps = _overwrite_comparisons(
                     db, big, {FENCED: pg_store, "fenced (no store event)": null_store}
                 )
                 run_pairs(comps, pairs_big, warmup=1, prepare=fresh, cpu=cpu, quiet=quiet)
                 many = _print_paired(big, comps, out, "Partition overwrite")
-                stages = [_stages(db, pg_store, big, fresh) for _ in range(max(6, pairs_big // 2))]
-                _print_stages(big, stages, _round_trip(db, pairs_1), out)
+                runs = [stages(db, pg_store, big, fresh) for _ in range(max(6, pairs_big // 2))]
+                print_stages(big, runs, round_trip(db, pairs_1), out)
                 if not args.quick:  # after the core comparison: importing Airflow changes logging
                     _measure_operator(db, target, store_db, pairs_1 // 4, max(6, pairs_big // 3), big, out)
             finally:

@@ -19,22 +19,26 @@ from __future__ import annotations
 import gc
 import math
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
     "ClusterCpu",
     "Comparison",
+    "CpuMeter",
     "Pair",
     "Quiet",
     "Run",
     "Summary",
     "ci_text",
     "load_average",
+    "low_quantile_ratio",
     "pct",
     "print_table",
     "run_pairs",
@@ -44,6 +48,14 @@ __all__ = [
 ]
 
 Step = Callable[[], None]
+
+
+class CpuMeter(Protocol):
+    """CPU seconds the server under test has used so far (``ClusterCpu`` or another meter)."""
+
+    def refresh(self) -> None: ...
+
+    def seconds(self) -> float: ...
 
 
 class ClusterCpu:
@@ -201,7 +213,7 @@ class Quiet:
 class _OthersMeter:
     """Cores the rest of the machine kept busy between ``start()`` and ``stop()``."""
 
-    def __init__(self, cpu: ClusterCpu | None) -> None:
+    def __init__(self, cpu: CpuMeter | None) -> None:
         self.cpu = cpu
 
     def _sample(self) -> tuple[float, float, float, float]:
@@ -216,7 +228,7 @@ class _OthersMeter:
         return max(0.0, (busy - own - cluster) / wall) if wall > 0 and busy > 0 else None
 
 
-def _timed(step: Step, prepare: Step | None, cpu: ClusterCpu | None) -> Run:
+def _timed(step: Step, prepare: Step | None, cpu: CpuMeter | None) -> Run:
     if prepare is not None:
         prepare()
     with _quiet_gc():
@@ -234,7 +246,7 @@ def run_pairs(
     *,
     warmup: int = 1,
     prepare: Step | None = None,
-    cpu: ClusterCpu | None = None,
+    cpu: CpuMeter | None = None,
     quiet: Quiet | None = None,
 ) -> None:
     """Fill each comparison's ``pairs``: ``warmup`` unrecorded rounds, then ``pairs`` rounds.
@@ -336,6 +348,35 @@ def summarize(comp: Comparison) -> Summary:
         ratios=ratios,
         others=[p.others for p in comp.pairs],
     )
+
+
+def _quantile(values: list[float], q: float) -> float:
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (pos - lo)
+
+
+def low_quantile_ratio(
+    comp: Comparison, q: float = 0.1, resamples: int = 2000, seed: int = 0
+) -> tuple[float, tuple[float, float, float]]:
+    """B's ``q``-quantile wall time over A's, over every run of every pair, with a bootstrap 95 %
+    interval (pairs resampled whole, since a pair's runs share their load).
+
+    Work running beside ours only ever adds time to a run, so an arm's fastest runs carry the
+    least of it: their ratio is what B adds when neither was disturbed, where the median of pair
+    ratios still carries how the load differed within each pair.
+    """
+    pairs = comp.pairs
+
+    def ratio(sample: list[Pair]) -> float:
+        a = [r.wall for p in sample for r in p.a]
+        b = [r.wall for p in sample for r in p.b]
+        return _quantile(b, q) / _quantile(a, q)
+
+    rng = random.Random(seed)
+    boot = sorted(ratio(rng.choices(pairs, k=len(pairs))) for _ in range(resamples))
+    return ratio(pairs), (_quantile(boot, 0.025), _quantile(boot, 0.975), 0.95)
 
 
 def ci_text(ci: tuple[float, float, float] | None, fmt: Callable[[float], str]) -> str:

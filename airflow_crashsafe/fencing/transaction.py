@@ -161,10 +161,9 @@ def open_write(
     db.begin(immediate=True)
     try:
         yield tx
-        if not fences.commit_token(db, slot, target, attempt, token):
+        if not fences.commit_write(db, slot, target, attempt, token):
             db.rollback()
             raise fenced_out_error(db, store, slot, target, attempt, token, None, "commit")
-        db.commit()
     except BaseException:
         try:
             db.rollback()

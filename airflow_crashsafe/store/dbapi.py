@@ -96,6 +96,11 @@ class Db:
         self.prepared: dict[tuple[str, tuple[int, ...]], bytes] | None = {}
         #: Set on the store's connections by ``store.timeouts.apply_store_timeouts``; None on targets.
         self.timeouts: StoreTimeouts | None = None
+        #: MySQL/MariaDB through mysqlclient (set by ``store.engines``): statements joined by ``;``
+        #: go in one round trip (``multi_statements``), and on MariaDB an anonymous compound
+        #: statement (``BEGIN NOT ATOMIC ... END``) can decide whether to COMMIT (``compound_statements``).
+        self.multi_statements = False
+        self.compound_statements = False
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
         """Run one of crashsafe's own statements; returns the cursor."""
@@ -103,6 +108,29 @@ class Db:
         with self.bounded():
             cursor.execute(self.dialect.adapt(sql), dict(params or {}))
         return cursor
+
+    def execute_all(self, sql: str, params: Mapping[str, Any]) -> tuple[int, Any]:
+        """Run statements sent as one (see ``multi_statements``) and read every result.
+
+        Returns the first result's ``lastrowid`` and the first row any result returned (or None).
+        An error in one statement raises here, and the statements after it do not run.
+        """
+        cursor = self.execute(sql, params)
+        lastrowid, row = int(cursor.lastrowid or 0), None
+        while True:
+            if row is None and cursor.description is not None:
+                row = cursor.fetchone()
+            if not cursor.nextset():
+                return lastrowid, row
+
+    def commit_by(self, sql: str, params: Mapping[str, Any]) -> bool:
+        """Run a compound statement that ends the open transaction itself: it commits and returns
+        1, or leaves the transaction open and returns 0 (the caller then rolls back)."""
+        _, row = self.execute_all(sql, params)
+        committed = row is not None and int(row[0]) == 1
+        if committed:
+            self._in_transaction = False
+        return committed
 
     @contextlib.contextmanager
     def bounded(self) -> Iterator[None]:

@@ -47,6 +47,8 @@ def _mysql_db(connect: Callable[[], Any]) -> Db:
     # waits for the earlier one's rows. The fence check reads the latest row in either level.
     raw.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
     thread_id = int(raw.thread_id())
+    mysqlclient = type(raw).__module__.startswith("MySQLdb")
+    multi_statements = 1 << 16  # CLIENT_MULTI_STATEMENTS: mysqlclient sets it unless told not to
 
     def cancel() -> None:
         # KILL QUERY stops the statement, not the connection; the transaction then rolls back.
@@ -56,7 +58,11 @@ def _mysql_db(connect: Callable[[], Any]) -> Db:
         finally:
             killer.close()
 
-    return Db(raw, MYSQL, canceller=cancel)
+    db = Db(raw, MYSQL, canceller=cancel)
+    db.multi_statements = mysqlclient and bool(int(getattr(raw, "client_flag", 0)) & multi_statements)
+    # MariaDB 10.1+ runs anonymous compound statements (its version came with the handshake).
+    db.compound_statements = mysqlclient and "mariadb" in str(raw.get_server_info()).lower()
+    return db
 
 
 def mysql_from_url(url: str) -> Db:

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -90,6 +91,8 @@ class MariaDbServer:
 
     root: Path
     port: int
+    #: More ``mariadbd`` options, after the defaults (so they win), e.g. a bigger buffer pool.
+    options: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = None
     reaper: subprocess.Popen[bytes] | None = None
 
@@ -115,6 +118,7 @@ class MariaDbServer:
             "--innodb-flush-log-at-trx-commit=0",
             "--innodb-buffer-pool-size=64M",
             "--max-connections=200",
+            *self.options,
         ]
         if os.geteuid() == 0:
             argv.append("--user=mysql")
@@ -157,8 +161,11 @@ class MariaDbServer:
                 self.reaper = None
 
 
-def start_server(*, attempts: int = 3) -> MariaDbServer:
-    """Install a fresh data directory in a temp dir and start ``mariadbd`` on a free port."""
+def start_server(*, attempts: int = 3, options: Sequence[str] = ()) -> MariaDbServer:
+    """Install a fresh data directory in a temp dir and start ``mariadbd`` on a free port.
+
+    ``options``: more ``mariadbd`` options (``--name=value``), after the defaults.
+    """
     install = _binary("mariadb-install-db")
     root = Path(tempfile.mkdtemp(prefix="crashsafe-mariadb-"))
     argv = [install, "--no-defaults", f"--datadir={root / 'data'}", "--skip-test-db"]
@@ -172,7 +179,7 @@ def start_server(*, attempts: int = 3) -> MariaDbServer:
         raise RuntimeError(f"mariadb-install-db failed ({result.returncode}): {result.stdout}{result.stderr}")
     last_error: Exception | None = None
     for _ in range(attempts):  # another process may take the free port before the server binds it
-        server = MariaDbServer(root=root, port=_free_port())
+        server = MariaDbServer(root=root, port=_free_port(), options=tuple(options))
         try:
             server.start()
             return server
