@@ -10,6 +10,7 @@ ENGINES = {
     "sqlite": "sqlite_url",
     "mariadb": "mariadb_url",
     "duckdb": "duckdb_url",
+    "snowflake": "snowflake_url",  # fakesnow's server, a local emulator (docs/databases.md)
 }
 #: Engines where two attempts can hold open write transactions at once (row locks).
 CONCURRENT_WRITERS = ["postgresql", "mariadb"]
