@@ -254,6 +254,21 @@ def test_ddl_in_fenced_statements_is_refused_on_mariadb(
     assert temporary.execute(fake_context(task_id="tmp"))["skipped"] is False
 
 
+def test_ddl_in_fenced_statements_is_refused_on_snowflake(
+    snowflake_url: str, airflow_conn: Callable[[str, str], str]
+) -> None:
+    """Snowflake commits before any DDL, a temporary table's too: such a statement list is refused."""
+    from airflow_crashsafe.testing.fakesnow import airflow_uri
+
+    conn_id = airflow_conn("crashsafe_target", airflow_uri(snowflake_url))
+    target = SqlTarget(conn_id=conn_id, url=snowflake_url, dialect="snowflake")
+    for stmt in ("CREATE TABLE t1 (x INTEGER)", "CREATE TEMPORARY TABLE t1 (x INTEGER)"):
+        op = FencedSQLOperator(task_id="stmts", conn_id=conn_id, sql=[stmt], target="t1")
+        with pytest.raises(ConfigurationError, match="on Snowflake it commits"):
+            op.execute(fake_context(task_id="stmts"))
+    assert not target.has_table("t1")
+
+
 class _Log:
     """Stands in for an operator's logger, keeping its warnings."""
 
