@@ -156,7 +156,11 @@ def describe_snowflake_table(db: Any, table: TableName, unique_keys: bool) -> Ta
     columns = []
     for name, type_, default, identity in rows:
         identity_column = str(identity or "").upper() == "YES"
-        reason = "an IDENTITY/AUTOINCREMENT column" if identity_column else dialect_nondeterministic_default(default)
+        reason = (
+            "an IDENTITY/AUTOINCREMENT column"
+            if identity_column
+            else dialect_nondeterministic_default(default)
+        )
         columns.append(Column(snowflake_shown_name(str(name)), str(type_), reason))
     keys: list[UniqueKey] = []
     if unique_keys:

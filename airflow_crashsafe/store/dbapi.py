@@ -432,7 +432,8 @@ def connect_hook(hook: DbApiHook) -> Db:
 
     The dialect is the hook's: ``PostgresHook`` (psycopg 3 where the provider uses it, which the
     ledger's prepared statements need; psycopg2 takes the general path), ``SqliteHook`` or
-    ``MySqlHook`` or ``SnowflakeHook``. Another SQL hook is refused: fencing is proven per database (docs/databases.md).
+    ``MySqlHook`` or ``SnowflakeHook``. Another SQL hook is refused: fencing is proven per
+    database (docs/databases.md).
     """
     from airflow.providers.postgres.hooks.postgres import PostgresHook
     from airflow.providers.sqlite.hooks.sqlite import SqliteHook

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-__all__ = ["FakesnowServer", "FakesnowUnavailable", "airflow_uri", "make_url", "start_server", "use_plain_http"]
+__all__ = [
+    "FakesnowServer",
+    "FakesnowUnavailable",
+    "airflow_uri",
+    "make_url",
+    "start_server",
+    "use_plain_http",
+]
 
 # The server, stopped when the process that started it is gone (no stop(): a crashed test run).
 _SERVE = """

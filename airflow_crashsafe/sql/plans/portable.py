@@ -56,7 +56,8 @@ _NONDETERMINISTIC = {
         "current_timestamp", "current_date", "current_time", "transaction_timestamp",
     },
     "snowflake": {
-        "random", "uuid", "uuid_string", "randstr", "uniform", "normal", "zipf", "seq1", "seq2", "seq4", "seq8",
+        "random", "uuid", "uuid_string", "randstr", "uniform", "normal", "zipf",
+        "seq1", "seq2", "seq4", "seq8",
         "current_timestamp", "current_date", "current_time", "localtimestamp", "localtime",
         "sysdate", "systimestamp", "getdate", "now", "current_session", "current_statement",
         "current_transaction", "last_query_id",

@@ -50,6 +50,8 @@ SNOWFLAKE_UNIQUE = "ALTER TABLE totals ADD PRIMARY KEY (customer, day)"
 
 def _unique(target: SqlTarget) -> str:
     return SNOWFLAKE_UNIQUE if target.dialect == "snowflake" else UNIQUE
+
+
 SOURCE = "SELECT 'c1' AS customer, '2024-01-02' AS day, 10 AS amount UNION ALL SELECT 'c2', '2024-01-02', 20"
 
 
@@ -136,7 +138,7 @@ def test_merge_refuses_a_key_without_unique_index(engine_target: SqlTarget) -> N
     """A natural key no unique index backs is refused, naming the index to create; nothing is written."""
     target = engine_target
     target.run(TOTALS)
-    with pytest.raises(NaturalKeyNotUniqueError, match="CREATE UNIQUE INDEX|ADD PRIMARY KEY"):
+    with pytest.raises(NaturalKeyNotUniqueError, match=r"CREATE UNIQUE INDEX|ADD PRIMARY KEY"):
         _merge(target).execute(fake_context(task_id="merge"))
     assert target.fence_rows() == []
 
