@@ -30,6 +30,7 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 
 from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -146,6 +147,33 @@ def mariadb_url(mariadb_server_url: str) -> Iterator[str]:
         yield url
     finally:
         drop_mariadb(mariadb_server_url, url)
+
+
+@pytest.fixture(scope="session")
+def snowflake_server() -> Iterator[Any]:
+    """A Snowflake emulator (``fakesnow``'s server) for the session; skipped when not installed."""
+    from airflow_crashsafe.testing.fakesnow import FakesnowUnavailable, start_server, use_plain_http
+
+    try:
+        server = start_server()
+    except FakesnowUnavailable as exc:
+        hint = f"Snowflake emulator unavailable: {exc}; `./dev` installs it"
+        if _in_ci():
+            pytest.fail(f"CI needs fakesnow: {hint}", pytrace=False)
+        pytest.skip(hint)
+    use_plain_http()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def snowflake_url(snowflake_server: Any) -> str:
+    """URL of a new, empty database of the Snowflake emulator, for this test alone."""
+    from airflow_crashsafe.testing.fakesnow import make_url
+
+    return make_url(snowflake_server)
 
 
 @pytest.fixture

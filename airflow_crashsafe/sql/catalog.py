@@ -13,12 +13,19 @@ from typing import Any
 
 from airflow_crashsafe.sql.introspect import Column, TableInfo, UniqueKey
 from airflow_crashsafe.sql.nondeterminism import find_nondeterministic
-from airflow_crashsafe.sql.quoting import TableName
+from airflow_crashsafe.sql.quoting import Quoter, TableName, snowflake_shown_name, snowflake_stored_name
 
-__all__ = ["describe_duckdb_table", "describe_mysql_table", "dialect_nondeterministic_default"]
+__all__ = [
+    "describe_duckdb_table",
+    "describe_mysql_table",
+    "describe_snowflake_table",
+    "dialect_nondeterministic_default",
+]
 
 # Defaults whose value is new on every insert, in MySQL/MariaDB and DuckDB spelling.
-_DIALECT_DEFAULT_CALLS = ("uuid(", "uuid_short(", "rand(", "nextval(", "gen_random_uuid(", "sysdate(")
+_DIALECT_DEFAULT_CALLS = (
+    "uuid(", "uuid_short(", "rand(", "nextval(", "gen_random_uuid(", "sysdate(", "uuid_string(", ".nextval",
+)  # fmt: skip
 
 
 def dialect_nondeterministic_default(default: str | None) -> str | None:
@@ -27,7 +34,11 @@ def dialect_nondeterministic_default(default: str | None) -> str | None:
         return None
     text = str(default)
     calls = find_nondeterministic(text)
-    calls += [c + ")" for c in _DIALECT_DEFAULT_CALLS if c in text.lower() and c + ")" not in calls]
+    calls += [
+        c + ")" if c.endswith("(") else c
+        for c in _DIALECT_DEFAULT_CALLS
+        if c in text.lower() and c + ")" not in calls
+    ]
     return f"default {text} (calls {', '.join(dict.fromkeys(calls))})" if calls else None
 
 
@@ -120,4 +131,50 @@ def describe_duckdb_table(db: Any, table: TableName, unique_keys: bool) -> Table
             ]
             keys.append(UniqueKey(str(index), tuple(parts), expression=any(p not in known for p in parts)))
     keys.sort(key=lambda k: not k.primary)
+    return TableInfo(table, tuple(columns), tuple(keys))
+
+
+_SNOWFLAKE_COLUMNS = """
+SELECT column_name, data_type, column_default, is_identity
+FROM information_schema.columns
+WHERE table_schema = COALESCE(%(schema)s, CURRENT_SCHEMA()) AND table_name = %(table)s
+ORDER BY ordinal_position"""
+
+
+def describe_snowflake_table(db: Any, table: TableName, unique_keys: bool) -> TableInfo | None:
+    """Snowflake: ``information_schema.columns``, then ``SHOW PRIMARY KEYS`` / ``SHOW UNIQUE KEYS``.
+
+    Snowflake records primary and unique keys but does not enforce them: a declared key is what
+    tells crashsafe which columns identify a row (docs/databases.md). An IDENTITY/AUTOINCREMENT
+    column, or a default calling ``UUID_STRING()`` or a sequence's ``NEXTVAL``, is generated.
+    """
+    schema = snowflake_stored_name(table.schema) if table.schema else None
+    params = {"schema": schema, "table": snowflake_stored_name(table.table)}
+    rows = db.execute(_SNOWFLAKE_COLUMNS, params).fetchall()
+    if not rows:
+        return None
+    columns = []
+    for name, type_, default, identity in rows:
+        identity_column = str(identity or "").upper() == "YES"
+        reason = (
+            "an IDENTITY/AUTOINCREMENT column"
+            if identity_column
+            else dialect_nondeterministic_default(default)
+        )
+        columns.append(Column(snowflake_shown_name(str(name)), str(type_), reason))
+    keys: list[UniqueKey] = []
+    if unique_keys:
+        qualified = Quoter("snowflake").table(table)
+        for kind in ("PRIMARY", "UNIQUE"):
+            cursor = db.execute(f"SHOW {kind} KEYS IN TABLE {qualified}")
+            names = [d[0].lower() for d in cursor.description]
+            parts: dict[str, list[tuple[int, str]]] = {}
+            for row in cursor.fetchall():
+                got = dict(zip(names, row, strict=True))
+                parts.setdefault(str(got["constraint_name"]), []).append(
+                    (int(got["key_sequence"]), snowflake_shown_name(str(got["column_name"])))
+                )
+            for constraint, cols in parts.items():
+                ordered = tuple(c for _, c in sorted(cols))
+                keys.append(UniqueKey(constraint, ordered, primary=kind == "PRIMARY"))
     return TableInfo(table, tuple(columns), tuple(keys))

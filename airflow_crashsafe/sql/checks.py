@@ -102,11 +102,15 @@ def check_natural_key(info: TableInfo, key: Sequence[str], quoter: Quoter) -> No
         else ""
     )
     existing = ", ".join(f"{u.name} {list(u.columns)}" for u in info.unique_keys) or "none"
+    add = f"CREATE UNIQUE INDEX {index} ON {quoter.table(info.name)} ({cols});"
+    if quoter.dialect == "snowflake":  # no unique indexes: a declared key, recorded, not enforced
+        add = (
+            f"ALTER TABLE {quoter.table(info.name)} ADD PRIMARY KEY ({cols}); (Snowflake does not enforce it)"
+        )
     raise NaturalKeyNotUniqueError(
         f"No unique index or primary key of {info.name} is exactly the natural key {list(key)}{hint}; "
         f"its unique keys: {existing}. Without one, two attempts can insert the same key twice and "
-        f"ON CONFLICT cannot find the row. Add it: CREATE UNIQUE INDEX {index} ON "
-        f"{quoter.table(info.name)} ({cols});"
+        f"ON CONFLICT cannot find the row. Add it: {add}"
     )
 
 

@@ -70,10 +70,14 @@ def describe_table(db: Any, table: TableName, *, unique_keys: bool = True) -> Ta
     """The table's columns and (unless ``unique_keys=False``) unique keys, or None when it is missing."""
     if db.dialect.is_postgres:
         return _pg_describe(db, table, unique_keys)
-    if db.dialect.name in ("mysql", "duckdb"):
+    if db.dialect.name in ("mysql", "duckdb", "snowflake"):
         from airflow_crashsafe.sql import catalog  # information_schema readers (they import this module)
 
-        describe = catalog.describe_mysql_table if db.dialect.is_mysql else catalog.describe_duckdb_table
+        describe = {
+            "mysql": catalog.describe_mysql_table,
+            "duckdb": catalog.describe_duckdb_table,
+            "snowflake": catalog.describe_snowflake_table,
+        }[db.dialect.name]
         return describe(db, table, unique_keys)
     return _sqlite_describe(db, table)
 

@@ -19,6 +19,7 @@ Column names are single identifiers and are never split: ``a.b`` is one column n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import import_module
@@ -26,7 +27,14 @@ from typing import Any
 
 from airflow_crashsafe.errors import ConfigurationError
 
-__all__ = ["Quoter", "TableName", "parse_table_name", "sqlite_quote"]
+__all__ = [
+    "Quoter",
+    "TableName",
+    "parse_table_name",
+    "snowflake_shown_name",
+    "snowflake_stored_name",
+    "sqlite_quote",
+]
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,29 @@ def parse_table_name(name: str) -> TableName:
     return TableName(tuple(parts))
 
 
+_SNOWFLAKE_UNQUOTED = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+def snowflake_stored_name(name: str) -> str:
+    """The name Snowflake stores for ``name`` as a user writes it unquoted in SQL.
+
+    Snowflake folds an unquoted identifier to upper case (``revenue`` is ``REVENUE``); crashsafe
+    quotes every identifier, so a plain name is folded first, as Snowflake would. Any other name
+    (with spaces, quotes, semicolons, ...) could only have been created quoted and is kept as is.
+    """
+    return name.upper() if _SNOWFLAKE_UNQUOTED.fullmatch(name) else name
+
+
+def snowflake_shown_name(stored: str) -> str:
+    """How crashsafe shows a name Snowflake stored: a plain upper-case one as it is written unquoted.
+
+    Snowflake matches unquoted names case-insensitively (it stores ``REVENUE`` for ``revenue``), so
+    crashsafe compares the names users give (``natural_key=["customer"]``) in lower case;
+    :func:`snowflake_stored_name` folds them back when quoting.
+    """
+    return stored.lower() if _SNOWFLAKE_UNQUOTED.fullmatch(stored) and stored == stored.upper() else stored
+
+
 def sqlite_quote(name: str) -> str:
     """SQL-standard identifier quoting, as SQLite documents it: wrap in ``"``, double inner ``"``."""
     return '"' + name.replace('"', '""') + '"'
@@ -142,9 +173,11 @@ class Quoter:
     def ident(self, name: str) -> str:
         """One identifier (a column, a schema, a table without its schema)."""
         _check_identifier(name, "An identifier")
-        if self.dialect in ("mysql", "duckdb"):
+        if self.dialect in ("mysql", "duckdb", "snowflake"):
             from airflow_crashsafe.store.dialects import dialect_named
 
+            if self.dialect == "snowflake":
+                name = snowflake_stored_name(name)
             return dialect_named(self.dialect).ident(name)  # sqlglot's quoting (`...` on MySQL)
         if self.dialect != "postgresql":
             return sqlite_quote(name)

@@ -70,7 +70,7 @@ class Binder:
     def bind(self, value: Any) -> str:
         """A placeholder for ``value``."""
         self._values.append(value)
-        pyformat = self.dialect in ("postgresql", "mysql")
+        pyformat = self.dialect in ("postgresql", "mysql", "snowflake")
         if self.positional:
             return "%s" if pyformat else "?"
         name = f"{_PREFIX}{len(self._values) - 1}"
@@ -81,7 +81,7 @@ class Binder:
     def source(self, sql: str) -> str:
         """The user's query, ready to be embedded in a statement executed with parameters."""
         text = strip_statement(sql)
-        if self.dialect in ("postgresql", "mysql") and self.user_params is None:
+        if self.dialect in ("postgresql", "mysql", "snowflake") and self.user_params is None:
             text = text.replace("%", "%%")
         return text
 

@@ -42,14 +42,17 @@ _NAMED_PARAM = re.compile(r"%\((\w+)\)s")
 SQLITE_BUSY_TIMEOUT_SECONDS = 120.0
 #: Connection type of :class:`airflow_crashsafe.hooks.CrashsafeHook`: a crashsafe store on PostgreSQL.
 STORE_CONN_TYPE = "crashsafe"
-_SUPPORTED = "PostgreSQL (conn_type postgres), SQLite (sqlite), MySQL/MariaDB (mysql) and DuckDB (duckdb)"
+_SUPPORTED = (
+    "PostgreSQL (conn_type postgres), SQLite (sqlite), MySQL/MariaDB (mysql), DuckDB (duckdb) and "
+    "Snowflake (snowflake)"
+)
 
 
 @dataclass(frozen=True)
 class Dialect:
     """What differs between the databases crashsafe supports."""
 
-    name: str  # "postgresql" | "sqlite" | "mysql" | "duckdb"
+    name: str  # "postgresql" | "sqlite" | "mysql" | "duckdb" | "snowflake"
 
     @property
     def is_postgres(self) -> bool:
@@ -64,9 +67,18 @@ class Dialect:
         return self.name == "duckdb"
 
     @property
+    def is_snowflake(self) -> bool:
+        return self.name == "snowflake"
+
+    @property
+    def has_client_autocommit(self) -> bool:
+        """Autocommit is switched with the connection's ``autocommit(bool)`` (MySQLdb, Snowflake)."""
+        return self.name in ("mysql", "snowflake")
+
+    @property
     def has_server_transactions(self) -> bool:
-        """The driver opens a transaction at the first statement (PostgreSQL, MySQL)."""
-        return self.name in ("postgresql", "mysql")
+        """The driver opens a transaction at the first statement (PostgreSQL, MySQL, Snowflake)."""
+        return self.name in ("postgresql", "mysql", "snowflake")
 
     def adapt(self, sql: str) -> str:
         """Rewrite crashsafe's ``%(name)s`` placeholders for this driver."""
@@ -80,6 +92,7 @@ POSTGRES = Dialect("postgresql")
 SQLITE = Dialect("sqlite")
 MYSQL = Dialect("mysql")
 DUCKDB = Dialect("duckdb")
+SNOWFLAKE = Dialect("snowflake")
 
 
 class Db:
@@ -88,7 +101,7 @@ class Db:
     def __init__(self, raw: Any, dialect: Dialect, *, canceller: Any = None) -> None:
         self.raw = raw
         self.dialect = dialect
-        # MySQL: cancels the running statement from a second connection (KILL QUERY).
+        # MySQL, Snowflake: cancels the running statement from a second connection.
         self._canceller = canceller
         self._in_transaction = False
         self._hot_cursor: Any = None
@@ -166,7 +179,7 @@ class Db:
     @contextlib.contextmanager
     def autocommit(self) -> Iterator[None]:
         """Each statement inside is its own transaction (no separate COMMIT round trip)."""
-        if self.dialect.is_mysql:
+        if self.dialect.has_client_autocommit:
             self.raw.autocommit(True)
             try:
                 yield
@@ -266,6 +279,9 @@ class Db:
         if self.dialect.is_mysql:
             version, name = self.raw.get_server_info(), self.execute("SELECT DATABASE()").fetchone()[0]
             return f"MySQL/MariaDB {version} database {name!r} on {self.raw.get_host_info()}"
+        if self.dialect.is_snowflake:
+            raw = self.raw
+            return f"Snowflake database {raw.database!r} schema {raw.schema!r} on {raw.host}:{raw.port}"
         if self.dialect.is_duckdb:
             return f"DuckDB file {self.raw.path}"
         if not self.dialect.is_postgres:
@@ -281,6 +297,8 @@ class Db:
         """True when the server side of the connection is gone (closed, terminated, failed over)."""
         if self.dialect.is_mysql:
             return not getattr(self.raw, "open", True)
+        if self.dialect.is_snowflake:
+            return bool(self.raw.is_closed())
         if not self.dialect.is_postgres:
             return False
         return bool(getattr(self.raw, "broken", False) or getattr(self.raw, "closed", False))
@@ -383,10 +401,14 @@ def connect_url(url: str, *, connect_timeout: int | None = None, link: Mapping[s
         from airflow_crashsafe.store.engines import duckdb_from_url
 
         return duckdb_from_url(url)
+    if scheme == "snowflake":
+        from airflow_crashsafe.store.engines import snowflake_from_url
+
+        return snowflake_from_url(url)
     raise ConfigurationError(
         f"Unsupported database URL scheme {scheme!r}: crashsafe writes to PostgreSQL "
-        "(postgresql://…), SQLite (sqlite:////path.db), MySQL/MariaDB (mysql://…) or DuckDB "
-        "(duckdb:////path.duckdb)."
+        "(postgresql://…), SQLite (sqlite:////path.db), MySQL/MariaDB (mysql://…), DuckDB "
+        "(duckdb:////path.duckdb) or Snowflake (snowflake://user:pass@account/db/schema)."
     )
 
 
@@ -438,7 +460,8 @@ def connect_hook(hook: DbApiHook) -> Db:
 
     The dialect is the hook's: ``PostgresHook`` (psycopg 3 where the provider uses it, which the
     ledger's prepared statements need; psycopg2 takes the general path), ``SqliteHook`` or
-    ``MySqlHook``. Another SQL hook is refused: fencing is proven per database (docs/databases.md).
+    ``MySqlHook`` or ``SnowflakeHook``. Another SQL hook is refused: fencing is proven per
+    database (docs/databases.md).
     """
     from airflow.providers.postgres.hooks.postgres import PostgresHook
     from airflow.providers.sqlite.hooks.sqlite import SqliteHook
@@ -448,6 +471,10 @@ def connect_hook(hook: DbApiHook) -> Db:
         from airflow_crashsafe.store.engines import mysql_from_hook
 
         return mysql_from_hook(hook)
+    if type(hook).__name__ == "SnowflakeHook":  # likewise the snowflake provider
+        from airflow_crashsafe.store.engines import snowflake_from_hook
+
+        return snowflake_from_hook(hook)
     if isinstance(hook, PostgresHook):
         raw: Any = hook.get_conn()
         raw.autocommit = False

@@ -145,6 +145,24 @@ DIALECTS: dict[str, SqlDialect] = {
             "may open a DuckDB file for writing",
         ),
     ),
+    "snowflake": SqlDialect(
+        "snowflake",
+        "Snowflake",
+        "snowflake",
+        "%({})s",
+        Guarantees(
+            adoption=False,
+            transactional_ddl=False,
+            row_locks=False,
+            why_no_adoption="the write's statements run in one transaction its client drives; "
+            f"{_CLIENT_DIES}",
+            why_no_ddl="DDL (CREATE, also of a TEMPORARY table, ALTER, DROP, TRUNCATE) commits the open "
+            "transaction implicitly, so DDL inside a fenced write is refused",
+            why_no_row_locks="an UPDATE, DELETE or MERGE locks the whole table until commit: the fence "
+            "check locks the fence table, so fenced writes to one Snowflake schema commit one at a time, "
+            "and a newer attempt's token waits for an older attempt's commit",
+        ),
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""Open MySQL/MariaDB and DuckDB targets as :class:`~airflow_crashsafe.store.dbapi.Db`.
+"""Open MySQL/MariaDB, DuckDB and Snowflake targets as :class:`~airflow_crashsafe.store.dbapi.Db`.
 
 MySQL/MariaDB comes through the connection's ``MySqlHook`` (mysqlclient or mysql-connector, both
 ``%(name)s``), with autocommit off so that a fenced write is one transaction, at READ COMMITTED
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.store.dbapi import DUCKDB, MYSQL, Db
+from airflow_crashsafe.store.dbapi import DUCKDB, MYSQL, SNOWFLAKE, Db
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -36,6 +36,8 @@ __all__ = [
     "duckdb_from_url",
     "mysql_from_hook",
     "mysql_from_url",
+    "snowflake_from_hook",
+    "snowflake_from_url",
 ]
 
 
@@ -220,3 +222,57 @@ def duckdb_from_connection(conn: Connection, conn_id: str) -> Db:
         return _duckdb(str(path))
     hook = DuckDBHook(duckdb_conn_id=conn_id, database=str(path))
     return Db(DuckDbConnection(hook.get_conn(), str(path)), DUCKDB)
+
+
+def _snowflake_db(connect: Callable[[], Any]) -> Db:
+    """A Snowflake connection with autocommit off: a fenced write is one explicit transaction.
+
+    Snowflake opens a transaction at the first DML statement and commits the open one implicitly
+    before any DDL (the refusals in ``sql/plans/portable.py`` keep DDL out of a fenced write).
+    Cancelling runs ``SYSTEM$CANCEL_ALL_QUERIES`` for this session from a second connection.
+    """
+    raw = connect()
+    raw.autocommit(False)
+    session_id = raw.session_id
+
+    def cancel() -> None:
+        other = connect()
+        try:
+            other.cursor().execute("SELECT SYSTEM$CANCEL_ALL_QUERIES(%(s)s)", {"s": session_id})
+        finally:
+            other.close()
+
+    return Db(raw, SNOWFLAKE, canceller=cancel)
+
+
+def snowflake_from_hook(hook: DbApiHook) -> Db:
+    """The connection's own ``SnowflakeHook.get_conn()`` (snowflake-connector-python), autocommit off."""
+    return _snowflake_db(hook.get_conn)
+
+
+def snowflake_from_url(url: str) -> Db:
+    """``snowflake://user:pass@account/database/schema?warehouse=..&host=..&port=..&protocol=..``.
+
+    For tests, benchmarks and the drill; tasks open Snowflake through their connection's hook.
+    """
+    from urllib.parse import parse_qsl
+
+    import snowflake.connector
+
+    parts = urlsplit(url)
+    path = [unquote(p) for p in parts.path.strip("/").split("/") if p]
+    if len(path) != 2:
+        raise ConfigurationError(
+            f"Snowflake URL {url!r} must name a database and a schema: snowflake://user:pass@account/db/schema"
+        )
+    kwargs: dict[str, Any] = {
+        "account": parts.hostname,
+        "user": unquote(parts.username or ""),
+        "password": unquote(parts.password or ""),
+        "database": path[0],
+        "schema": path[1],
+        **dict(parse_qsl(parts.query)),
+    }
+    if "port" in kwargs:
+        kwargs["port"] = int(kwargs["port"])
+    return _snowflake_db(lambda: snowflake.connector.connect(**kwargs))

@@ -73,6 +73,7 @@ _PORTABLE_DDL = {
         f"slot_partition VARCHAR({MYSQL_KEY_CHARS}) NOT NULL, target VARCHAR({MYSQL_KEY_CHARS}) NOT NULL",
     ),
     "duckdb": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="BIGINT", stamp="TIMESTAMPTZ"),
+    "snowflake": _DDL_TEMPLATE.format(table=FENCE_TABLE, big="BIGINT", stamp="TIMESTAMPTZ"),
 }
 
 SLOT_MATCH = (
@@ -141,6 +142,25 @@ _MARIADB_COMMIT = (
     f"BEGIN NOT ATOMIC {_COMMIT}; IF ROW_COUNT() = 1 THEN COMMIT; SELECT 1; ELSE SELECT 0; END IF; END"
 )
 
+# Snowflake has neither ON CONFLICT nor RETURNING: ISSUE_STATEMENT's rule as a MERGE, run in a
+# transaction with a read of the token. The MERGE locks the fence table until that transaction
+# commits, so the token read is the one it wrote; it reports 1 row when it issued, 0 when refused.
+_SNOWFLAKE_ISSUE = f"""
+MERGE INTO {FENCE_TABLE} AS f
+USING (SELECT :dag_id AS dag_id, :task_id AS task_id, :map_index AS map_index,
+    :slot_partition AS slot_partition, :target AS target, :try_number AS issued_try,
+    :ti_id AS issued_ti_id, :hostname AS issued_host, :pid AS issued_pid) AS s
+ON f.dag_id = s.dag_id AND f.task_id = s.task_id AND f.map_index = s.map_index
+    AND f.slot_partition = s.slot_partition AND f.target = s.target
+WHEN MATCHED AND f.issued_try <= s.issued_try
+    AND (f.committed_token IS NULL OR f.committed_clear_number < :clear_number) THEN UPDATE SET
+    issued_token = f.issued_token + 1, issued_try = s.issued_try, issued_ti_id = s.issued_ti_id,
+    issued_host = s.issued_host, issued_pid = s.issued_pid, issued_at = CURRENT_TIMESTAMP
+WHEN NOT MATCHED THEN INSERT (dag_id, task_id, map_index, slot_partition, target, issued_token,
+    issued_try, issued_ti_id, issued_host, issued_pid, issued_at)
+VALUES (s.dag_id, s.task_id, s.map_index, s.slot_partition, s.target, 1, s.issued_try,
+    s.issued_ti_id, s.issued_host, s.issued_pid, CURRENT_TIMESTAMP)"""
+
 
 @functools.cache
 def _portable(dialect: str, statement: str) -> str:
@@ -148,6 +168,8 @@ def _portable(dialect: str, statement: str) -> str:
     sql_dialect = dialect_named(dialect)
     if statement == "ddl":
         return sql_dialect.render(_PORTABLE_DDL[dialect])
+    if dialect == "snowflake":
+        return sql_dialect.render(_SNOWFLAKE_ISSUE)
     return sql_dialect.render(_MYSQL_ISSUE, read="mysql")
 
 
@@ -222,6 +244,8 @@ def is_missing_table(exc: Exception) -> bool:
         return True
     if type(exc).__name__ == "ProgrammingError" and exc.args and exc.args[0] == 1146:  # MySQL
         return True
+    if getattr(exc, "errno", None) == 2003 and getattr(exc, "sqlstate", None) == "42S02":  # Snowflake
+        return True
     return type(exc).__name__ == "CatalogException" and "Table with name" in str(exc)  # DuckDB
 
 
@@ -245,6 +269,11 @@ def fence_table_exists(db: Db) -> bool:
         sql = f"SELECT to_regclass('{FENCE_TABLE}') IS NOT NULL"
     elif db.dialect.name == "sqlite":
         sql = f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{FENCE_TABLE}'"
+    elif db.dialect.is_snowflake:  # an unquoted name is stored in upper case
+        sql = (
+            f"SELECT count(*) FROM information_schema.tables WHERE table_name = '{FENCE_TABLE.upper()}' "
+            "AND table_schema = CURRENT_SCHEMA()"
+        )
     else:
         schema = "DATABASE()" if db.dialect.is_mysql else "current_schema()"
         sql = (
@@ -264,6 +293,8 @@ def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:
     """Issue the next token for (slot, target) to ``attempt``, in a transaction of its own."""
     params = slot_params(slot, target) | _attempt_params(attempt)
     issue = _issue_row_locked if db.dialect.is_mysql else _issue_row
+    if db.dialect.is_snowflake:
+        issue = _issue_row_merged
     try:
         # One statement, one round trip: the token is visible to every other attempt at once.
         row = issue(db, params)
@@ -315,6 +346,19 @@ def _issue_row_locked(db: Db, params: dict[str, Any]) -> Any:
         db.rollback()
         raise
     return (token,) if token else None
+
+
+def _issue_row_merged(db: Db, params: dict[str, Any]) -> Any:
+    """Snowflake: ``_SNOWFLAKE_ISSUE`` and the token's read in one transaction; (token,) or None."""
+    db.begin()
+    try:
+        merged = int(db.execute(_portable("snowflake", "issue"), params).rowcount or 0)
+        row = db.execute(f"SELECT issued_token FROM {FENCE_TABLE} WHERE {SLOT_MATCH}", params).fetchone()
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return (int(row[0]),) if merged == 1 and row is not None else None
 
 
 def commit_statement(slot: Slot, target: str, attempt: Attempt, token: int) -> tuple[str, dict[str, Any]]:

@@ -71,7 +71,7 @@ def attempt_ctx(spec: AttemptSpec) -> dict[str, Any]:
 
 def ph(db: Db) -> str:
     """The driver's positional placeholder, for SQL written in test bodies."""
-    return "%s" if db.dialect.is_postgres or db.dialect.is_mysql else "?"
+    return "%s" if db.dialect.has_server_transactions else "?"
 
 
 def create_output_table(db: Db) -> None:

@@ -14,7 +14,7 @@ class SqlTarget:
 
     conn_id: str
     url: str
-    dialect: str  # "postgresql" | "sqlite" | "mariadb" | "duckdb"
+    dialect: str  # "postgresql" | "sqlite" | "mariadb" | "duckdb" | "snowflake"
 
     @property
     def is_postgres(self) -> bool:
@@ -46,7 +46,9 @@ class SqlTarget:
     def has_table(self, name: str) -> bool:
         if self.is_postgres:
             return self.rows(f"SELECT to_regclass('{name}') IS NOT NULL") == [(True,)]
-        if self.dialect in ("mariadb", "duckdb"):
+        if self.dialect == "snowflake":  # an unquoted name is stored in upper case
+            name = name.upper()
+        if self.dialect in ("mariadb", "duckdb", "snowflake"):
             schema = "DATABASE()" if self.dialect == "mariadb" else "current_schema()"
             found = (
                 f"SELECT 1 FROM information_schema.tables WHERE table_name = '{name}' "

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: The dialects whose plans run here.
-PORTABLE = ("mysql", "duckdb")
+PORTABLE = ("mysql", "duckdb", "snowflake")
 _TEMP = "crashsafe_merge_src"
 
 # Functions returning something new per call, beyond the ones every dialect shares (now(), ...).
@@ -54,6 +54,13 @@ _NONDETERMINISTIC = {
         "uuid", "gen_random_uuid", "random", "today", "get_current_timestamp", "get_current_time",
         "current_localtimestamp", "current_localtime", "nextval", "currval", "now",
         "current_timestamp", "current_date", "current_time", "transaction_timestamp",
+    },
+    "snowflake": {
+        "random", "uuid", "uuid_string", "randstr", "uniform", "normal", "zipf",
+        "seq1", "seq2", "seq4", "seq8",
+        "current_timestamp", "current_date", "current_time", "localtimestamp", "localtime",
+        "sysdate", "systimestamp", "getdate", "now", "current_session", "current_statement",
+        "current_transaction", "last_query_id",
     },
 }  # fmt: skip
 # Statements that commit the open MySQL transaction implicitly (TEMPORARY tables excepted).
@@ -121,6 +128,8 @@ def merge(
     """Materialize the source, check its keys, upsert it; ``{"rows", "source_rows"}``."""
     db, cur = tx.db, tx.cursor
     qtable, qcols, qkey, qupdate = quoted
+    if db.dialect.is_snowflake:
+        return _snowflake_merge(tx, quoted, sql, parameters, check_keys)
     mysql = db.dialect.is_mysql
     other = _other_unique_keys(info, key, columns) if mysql else []
     if other:
@@ -160,6 +169,37 @@ def merge(
     return {"rows": rows, "source_rows": source_rows}
 
 
+def _snowflake_merge(
+    tx: OpenTransaction,
+    quoted: tuple[str, list[str], list[str], list[str]],
+    sql: str,
+    parameters: Any,
+    check_keys: Callable[[int, list[Any]], None],
+) -> dict[str, Any]:
+    """Snowflake: check the source's keys, then MERGE it; the source runs twice.
+
+    A temporary table would be DDL, which commits the open transaction on Snowflake (before the
+    fence check), so the source is not materialized: one query checks its keys and counts it,
+    then the MERGE reads it again. Non-deterministic sources are refused before, so both runs see
+    the same rows; a MERGE updates only rows whose values differ (a re-run writes 0 rows).
+    """
+    cur, name = tx.cursor, tx.db.dialect.name
+    qtable, qcols, qkey, qupdate = quoted
+    check = statements.Binder(name, parameters)
+    inline = f"(\n{check.source(sql)}\n) AS {statements.SOURCE_ALIAS}"
+    nulls_sql, dupes_sql = statements.source_key_problems(inline, qkey)
+    cur.execute(nulls_sql, check.params())
+    null_rows = int(cur.fetchone()[0])
+    cur.execute(dupes_sql, check.params())
+    check_keys(null_rows, cur.fetchall())
+    cur.execute(f"SELECT count(*) FROM {inline}", check.params())
+    source_rows = int(cur.fetchone()[0])
+    binder = statements.Binder(name, parameters)
+    source = f"(\n{binder.source(sql)}\n)"
+    cur.execute(statements.merge(qtable, source, qcols, qkey, qupdate), binder.params())
+    return {"rows": changed_rows(tx.db, cur), "source_rows": source_rows}
+
+
 def dialect_nondeterministic_calls(dialect: str, sql: str) -> list[str]:
     """The dialect's own non-deterministic calls in ``sql``, parsed with sqlglot ([] if unparsable)."""
     import sqlglot
@@ -185,18 +225,20 @@ def dialect_nondeterministic_calls(dialect: str, sql: str) -> list[str]:
 
 
 def refuse_implicit_commits(dialect: str, stmts: Sequence[str], task_id: str) -> None:
-    """MySQL/MariaDB: refuse a statement that would commit (or end) the fenced transaction early."""
-    if dialect != "mysql":
+    """MySQL/MariaDB, Snowflake: refuse a statement that would commit (or end) the fenced transaction
+    early. Snowflake commits before any DDL, a temporary table's too."""
+    if dialect not in ("mysql", "snowflake"):
         return
     from sqlglot.tokens import Tokenizer
 
     for i, stmt in enumerate(stmts, start=1):
         words = [t.text.upper() for t in Tokenizer().tokenize(stmt)[:3]]
         first = words[0] if words else ""
-        temporary = len(words) > 1 and words[1] == "TEMPORARY"
+        temporary = len(words) > 1 and words[1] == "TEMPORARY" and dialect == "mysql"
         if (first in _IMPLICIT_COMMIT and not temporary) or first in _TRANSACTION_CONTROL:
             raise ConfigurationError(
-                f"Statement {i} of {task_id!r} starts with {first}: on MySQL/MariaDB it commits or ends "
+                f"Statement {i} of {task_id!r} starts with {first}: on {dialect_named(dialect).product} "
+                "it commits or ends "
                 "the fenced transaction before the fence check, so a stale attempt's write could "
                 "commit. Run DDL outside the fenced write (a separate task, or CREATE TEMPORARY TABLE)."
             )

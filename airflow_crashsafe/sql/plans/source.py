@@ -39,6 +39,10 @@ def query_columns(db: Db, sql: str, parameters: Params) -> list[str]:
     binder = statements.Binder(db.dialect.name, parameters)
     cursor = db.raw.cursor()
     cursor.execute(statements.describe_source(binder, sql), binder.params())
+    if db.dialect.is_snowflake:  # CUSTOMER for an unquoted alias customer: shown as written
+        from airflow_crashsafe.sql.quoting import snowflake_shown_name
+
+        return _unique([snowflake_shown_name(str(d[0])) for d in cursor.description or ()])
     return source_columns(cursor)
 
 

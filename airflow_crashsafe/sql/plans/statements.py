@@ -72,7 +72,5 @@ class StatementsPlan:
             return {**self.parameters, **fence}
         if self.parameters is not None:
             return self.parameters
-        marker = {"postgresql": "%(crashsafe_", "mysql": "%(crashsafe_", "duckdb": "$crashsafe_"}.get(
-            dialect, ":crashsafe_"
-        )
+        marker = {"duckdb": "$crashsafe_", "sqlite": ":crashsafe_"}.get(dialect, "%(crashsafe_")
         return dict(fence) if marker in stmt else None

@@ -1,11 +1,11 @@
-"""Fails to import where the scan runs: the Snowflake provider is not installed."""
+"""Fails to import where the scan runs: the Databricks provider is not installed."""
 
 from datetime import datetime
 
-from airflow.providers.snowflake.operators.snowflake import SnowflakeSqlApiOperator
+from airflow.providers.databricks.operators.databricks_sql import DatabricksSqlOperator
 from airflow.sdk import DAG
 
 with DAG("import_failure", schedule="@daily", start_date=datetime(2024, 1, 1), catchup=False):
-    SnowflakeSqlApiOperator(task_id="load_snowflake", sql="INSERT INTO t SELECT * FROM s", statement_count=1)
-    SnowflakeSqlApiOperator(task_id="merge_snowflake", sql="MERGE INTO t USING s ON t.id = s.id", statement_count=1)
-    SnowflakeSqlApiOperator(task_id="check_snowflake", sql="SELECT 1", statement_count=1)
+    DatabricksSqlOperator(task_id="load_databricks", sql="INSERT INTO t SELECT * FROM s")
+    DatabricksSqlOperator(task_id="merge_databricks", sql="MERGE INTO t USING s ON t.id = s.id")
+    DatabricksSqlOperator(task_id="check_databricks", sql="SELECT 1")

@@ -30,7 +30,8 @@ from tests.support.processes import race_context, start_children
 pytestmark = pytest.mark.integration
 
 # One process at a time may open a DuckDB file for writing: a process race cannot happen there.
-ONE_WRITER_PROCESS_AT_A_TIME_EXCLUDED = [e for e in ENGINES if e != "duckdb"]
+# Snowflake (fakesnow): concurrent sessions were not shown to finish on the emulator (see the thread race).
+ONE_WRITER_PROCESS_AT_A_TIME_EXCLUDED = [e for e in ENGINES if e not in ("duckdb", "snowflake")]
 
 ROWS = 5
 
@@ -113,6 +114,11 @@ def _check_race(url: str, store: Store, specs: list[AttemptSpec], outcomes: list
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_thread_race_keeps_only_the_newest_attempts_output(target_url: str, store: Store, seed: int) -> None:
     """16 threads racing on one slot leave exactly the newest issued attempt's rows, one per generation."""
+    if target_url.startswith("snowflake:"):
+        pytest.skip(
+            "Snowflake emulator: 16 concurrent sessions on fakesnow's server did not finish within "
+            "the test timeout (DuckDB under it has no lock waits); not proven, see docs/databases.md"
+        )
     _prepare(target_url)
     specs = _specs(16, f"threads_{uuid.uuid4().hex[:8]}", seed)
     barrier = threading.Barrier(len(specs))

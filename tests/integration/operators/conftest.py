@@ -24,7 +24,12 @@ def target(request: pytest.FixtureRequest, airflow_conn: Callable[[str, str], st
 def engine_target(request: pytest.FixtureRequest, airflow_conn: Callable[[str, str], str]) -> SqlTarget:
     """A fresh target of every engine (PostgreSQL, SQLite, MariaDB, DuckDB) as ``crashsafe_target``."""
     url: str = request.getfixturevalue(ENGINES[request.param])
-    return SqlTarget(conn_id=airflow_conn("crashsafe_target", url), url=url, dialect=request.param)
+    uri = url
+    if request.param == "snowflake":  # the connection the provider's SnowflakeHook reads
+        from airflow_crashsafe.testing.fakesnow import airflow_uri
+
+        uri = airflow_uri(url)
+    return SqlTarget(conn_id=airflow_conn("crashsafe_target", uri), url=url, dialect=request.param)
 
 
 @pytest.fixture

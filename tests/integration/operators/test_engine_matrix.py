@@ -1,4 +1,5 @@
-"""The fenced SQL operators' acceptance scenarios on every engine: PostgreSQL, SQLite, MariaDB, DuckDB.
+"""The fenced SQL operators' acceptance scenarios on every engine: PostgreSQL, SQLite, MariaDB, DuckDB
+and Snowflake (through the provider's SnowflakeHook against the fakesnow emulator).
 
 The fencing rules themselves (zombie after a newer commit, newest wins, later starter wins, clears)
 run on every engine in ``tests/integration/fencing``; here: overwrite, MERGE re-runs never
@@ -43,6 +44,14 @@ TOTALS = (
     "note VARCHAR(8))"
 )
 UNIQUE = "CREATE UNIQUE INDEX totals_key ON totals (customer, day)"
+# Snowflake has no unique indexes; a declared (not enforced) key names the row's identity.
+SNOWFLAKE_UNIQUE = "ALTER TABLE totals ADD PRIMARY KEY (customer, day)"
+
+
+def _unique(target: SqlTarget) -> str:
+    return SNOWFLAKE_UNIQUE if target.dialect == "snowflake" else UNIQUE
+
+
 SOURCE = "SELECT 'c1' AS customer, '2024-01-02' AS day, 10 AS amount UNION ALL SELECT 'c2', '2024-01-02', 20"
 
 
@@ -105,7 +114,7 @@ def test_merge_rerun_never_double_counts(engine_target: SqlTarget) -> None:
     target = engine_target
     target.run(
         TOTALS,
-        UNIQUE,
+        _unique(target),
         "INSERT INTO totals VALUES ('c1', '2024-01-02', 1, 'keep'), ('c9', '2024-01-01', 9, 'x')",
     )
     first = _merge(target).execute(fake_context(task_id="merge"))
@@ -129,7 +138,7 @@ def test_merge_refuses_a_key_without_unique_index(engine_target: SqlTarget) -> N
     """A natural key no unique index backs is refused, naming the index to create; nothing is written."""
     target = engine_target
     target.run(TOTALS)
-    with pytest.raises(NaturalKeyNotUniqueError, match="CREATE UNIQUE INDEX"):
+    with pytest.raises(NaturalKeyNotUniqueError, match=r"CREATE UNIQUE INDEX|ADD PRIMARY KEY"):
         _merge(target).execute(fake_context(task_id="merge"))
     assert target.fence_rows() == []
 
@@ -142,6 +151,7 @@ def test_merge_refuses_a_generated_key(engine_target: SqlTarget) -> None:
         "sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT",
         "mariadb": "INTEGER AUTO_INCREMENT PRIMARY KEY",
         "duckdb": "INTEGER PRIMARY KEY DEFAULT nextval('totals_seq')",
+        "snowflake": "INTEGER AUTOINCREMENT PRIMARY KEY",
     }[target.dialect]
     if target.dialect == "duckdb":
         target.run("CREATE SEQUENCE totals_seq")
@@ -154,7 +164,7 @@ def test_merge_refuses_a_generated_key(engine_target: SqlTarget) -> None:
 def test_merge_refuses_repeated_and_null_source_keys(engine_target: SqlTarget) -> None:
     """Repeated keys are named with their counts, NULL keys refused; nothing is written either time."""
     target = engine_target
-    target.run(TOTALS.replace("customer VARCHAR(8) NOT NULL", "customer VARCHAR(8)"), UNIQUE)
+    target.run(TOTALS.replace("customer VARCHAR(8) NOT NULL", "customer VARCHAR(8)"), _unique(target))
     dupes = SOURCE + " UNION ALL SELECT 'c1', '2024-01-02', 11"
     with pytest.raises(DuplicateSourceKeysError, match=r"'customer': 'c1', 'day': '2024-01-02'\} x2"):
         _merge(target, dupes).execute(fake_context(task_id="merge"))
@@ -171,8 +181,9 @@ def test_merge_refuses_a_nondeterministic_source_in_the_dialect(engine_target: S
         "sqlite": "CAST(abs(random()) % 10 AS TEXT)",
         "mariadb": "CAST(FLOOR(RAND() * 10) AS CHAR)",
         "duckdb": "substr(CAST(uuid() AS VARCHAR), 1, 8)",
+        "snowflake": "SUBSTR(UUID_STRING(), 1, 8)",
     }[target.dialect]
-    target.run(TOTALS, UNIQUE)
+    target.run(TOTALS, _unique(target))
     sql = f"SELECT 'c1' AS customer, '2024-01-02' AS day, 1 AS amount, {note} AS note"
     with pytest.raises(NondeterministicSourceError, match="allow_nondeterministic=True"):
         _merge(target, sql).execute(fake_context(task_id="merge"))
@@ -209,9 +220,13 @@ def test_fenced_statements_run_once_with_the_token(engine_target: SqlTarget) -> 
     """FencedSQLOperator's statements see the fence's token; a committed retry skips them."""
     target = engine_target
     target.run("CREATE TABLE audit_log (token INTEGER, try_number INTEGER)")
-    placeholder = {"postgresql": "%({})s", "mariadb": "%({})s", "sqlite": ":{}", "duckdb": "${}"}[
-        target.dialect
-    ]
+    placeholder = {
+        "postgresql": "%({})s",
+        "mariadb": "%({})s",
+        "sqlite": ":{}",
+        "duckdb": "${}",
+        "snowflake": "%({})s",
+    }[target.dialect]
     sql = "INSERT INTO audit_log VALUES ({}, {})".format(
         placeholder.format("crashsafe_token"), placeholder.format("crashsafe_try_number")
     )
@@ -239,6 +254,21 @@ def test_ddl_in_fenced_statements_is_refused_on_mariadb(
         task_id="tmp", conn_id=target.conn_id, sql=["CREATE TEMPORARY TABLE t2 (x INTEGER)"], target="t2"
     )
     assert temporary.execute(fake_context(task_id="tmp"))["skipped"] is False
+
+
+def test_ddl_in_fenced_statements_is_refused_on_snowflake(
+    snowflake_url: str, airflow_conn: Callable[[str, str], str]
+) -> None:
+    """Snowflake commits before any DDL, a temporary table's too: such a statement list is refused."""
+    from airflow_crashsafe.testing.fakesnow import airflow_uri
+
+    conn_id = airflow_conn("crashsafe_target", airflow_uri(snowflake_url))
+    target = SqlTarget(conn_id=conn_id, url=snowflake_url, dialect="snowflake")
+    for stmt in ("CREATE TABLE t1 (x INTEGER)", "CREATE TEMPORARY TABLE t1 (x INTEGER)"):
+        op = FencedSQLOperator(task_id="stmts", conn_id=conn_id, sql=[stmt], target="t1")
+        with pytest.raises(ConfigurationError, match="on Snowflake it commits"):
+            op.execute(fake_context(task_id="stmts"))
+    assert not target.has_table("t1")
 
 
 class _Log:
@@ -270,4 +300,5 @@ def test_the_operator_says_what_the_engine_cannot_guarantee(
         assert "no adoption" not in said
     else:
         assert "no adoption of an in-flight write" in said
-        assert ("no transactional DDL" in said) == (target.dialect == "mariadb")
+        assert ("no transactional DDL" in said) == (target.dialect in ("mariadb", "snowflake"))
+        assert ("no row locks" in said) == (target.dialect in ("duckdb", "snowflake"))

@@ -76,10 +76,10 @@ def test_failing_file_is_reported_with_its_error(scanned: ScanResult) -> None:
     """The file that cannot import is in import_errors and its tasks are unknown with that error."""
     assert [Path(e["file"]).name for e in scanned.import_errors] == ["import_failure.py"]
     failing = [t for t in scanned.tasks if t.dag_id == "import_failure"]
-    assert {t.task_id for t in failing} == {"load_snowflake", "merge_snowflake", "check_snowflake"}
+    assert {t.task_id for t in failing} == {"load_databricks", "merge_databricks", "check_databricks"}
     for t in failing:
         assert (t.verdict, t.category) == ("unknown", "import_error")
-        assert "airflow.providers.snowflake" in t.reasons[0].why
+        assert "airflow.providers.databricks" in t.reasons[0].why
 
 
 def test_risky_tasks_carry_reason_location_and_fix(scanned: ScanResult) -> None:
