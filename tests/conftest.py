@@ -51,6 +51,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (what ``./dev test`` passes): see tests/support/lanes.py."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own reading of it
+    from tests.support.lanes import worker_count
+
+    return worker_count(config)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """xdist's default ``--dist load`` becomes the e2e lanes (tests/support/lanes.py); an explicit
+    other ``--dist`` keeps xdist's scheduler."""
+    if config.getvalue("dist") != "load":
+        return None
+    from tests.support.lanes import LaneScheduling
+
+    return LaneScheduling(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_crashsafe_config() -> Iterator[None]:
     """Each test reads ``[crashsafe]`` options and opens the store afresh (tests change them via the env)."""

@@ -105,15 +105,27 @@ def test_sigterm_stops_the_loop_and_metrics_are_served(tmp_path: Path) -> None:
             "0",
         )
         result: list[int] = []
-        # Our own handler first: a SIGTERM arriving after run() returned must not kill pytest.
-        previous = signal.signal(signal.SIGTERM, lambda *_: None)
-        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
-        timer.start()
+        done = threading.Event()
+
+        def ignore(*_: object) -> None:
+            """Our own handler first: a SIGTERM arriving after run() returned must not kill pytest."""
+
+        def terminate() -> None:
+            # Only once run() has its own handler (its start-up may take seconds on a loaded
+            # machine), then after a few polls.
+            while signal.getsignal(signal.SIGTERM) is ignore and not done.wait(0.05):
+                pass
+            if not done.wait(0.5):
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        previous = signal.signal(signal.SIGTERM, ignore)
+        killer = threading.Thread(target=terminate)
+        killer.start()
         try:
             result.append(cli.run(args))
         finally:
-            timer.cancel()
-            timer.join()
+            done.set()
+            killer.join()
             signal.signal(signal.SIGTERM, previous)
     assert result == [0]
 

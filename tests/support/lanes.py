@@ -1,0 +1,103 @@
+"""How ``./dev test`` spreads the suite over pytest-xdist workers: e2e lanes and shared lanes.
+
+The e2e modules (``tests/e2e/``) take most of a serial run's wall time but little of its CPU: they
+boot real Airflow components and wait on them. The unit and integration tests are the opposite.
+So the first :data:`E2E_LANES` workers run the e2e modules, longest first, one module at a time
+each, and only then join the others on the rest; every other worker (a shared lane) runs the rest
+from the start.
+At most :data:`E2E_LANES` Airflow stacks boot at once, whatever the worker count.
+
+Units are whole modules, as ``--dist loadfile`` makes them: a module's fixtures (a drill run, a
+booted api-server) are set up once, on one worker. See docs/packaging.md, "The test run".
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from xdist.scheduler import LoadScopeScheduling
+
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = ["E2E_DIR", "E2E_LANES", "E2E_ORDER", "LaneScheduling", "worker_count"]
+
+E2E_DIR = "tests/e2e/"
+#: Airflow stacks booted at once: two fit beside the shared lanes on 2 cores.
+E2E_LANES = 2
+#: The e2e modules, longest first (measured: ``--durations`` of a full run; docs/packaging.md);
+#: modules not listed run after these.
+E2E_ORDER = (
+    "test_drill.py",
+    "test_drill_celery.py",
+    "test_drill_wedge.py",
+    "test_watchdog.py",
+    "test_stalled_triggerer.py",
+    "test_alerting_dag.py",
+    "test_ui_browser.py",
+)
+
+
+def _rank(scope: str) -> int:
+    name = scope.rsplit("/", 1)[-1]
+    return E2E_ORDER.index(name) if name in E2E_ORDER else len(E2E_ORDER)
+
+
+def worker_count(config: pytest.Config) -> int:
+    """Workers for ``-n auto``: none for a run naming tests (files, node ids, ``-k``); else one per
+    CPU, or :data:`E2E_LANES` plus one per CPU but one when the marker expression may select the
+    e2e tests."""
+    from _pytest.mark.expression import Expression
+
+    named = [arg for arg in config.args if arg.rstrip("/") not in config.getini("testpaths")]
+    if named or config.option.keyword or config.option.collectonly:
+        return 0
+    cpus = len(os.sched_getaffinity(0))
+    markexpr = config.option.markexpr
+    e2e_marks = {"e2e", "slow"}  # what every e2e module carries (tests/e2e/*: pytestmark)
+    if markexpr and not Expression.compile(markexpr).evaluate(lambda mark, **_: mark in e2e_marks):
+        return cpus
+    # One CPU is left to the e2e lanes' Airflow components: with a shared lane per CPU (4 workers
+    # on 2 cores) the drills broke their own invariants under load (docs/packaging.md).
+    return E2E_LANES + max(1, cpus - 1)
+
+
+class LaneScheduling(LoadScopeScheduling):
+    """Modules as units; e2e modules only on the first :data:`E2E_LANES` workers, longest first."""
+
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False  # keep collection order for the shared lanes
+
+    def _split_scope(self, nodeid: str) -> str:
+        return nodeid.split("::", 1)[0]
+
+    def _is_e2e_lane(self, node: Any) -> bool:
+        return int(node.gateway.id.removeprefix("gw")) < E2E_LANES
+
+    def _next_scope(self, node: Any) -> str | None:
+        """The module ``node`` runs next: an e2e one on an e2e lane while any is left, else the
+        first other one; None when nothing is left that it may run."""
+        if self._is_e2e_lane(node):
+            e2e = [s for s in self.workqueue if s.startswith(E2E_DIR)]
+            if e2e:
+                return min(e2e, key=_rank)
+        return next((s for s in self.workqueue if not s.startswith(E2E_DIR)), None)
+
+    def _assign_work_unit(self, node: Any) -> None:
+        scope = self._next_scope(node)
+        if scope is None:
+            return
+        self.workqueue.move_to_end(scope, last=False)  # the base class sends the queue's head
+        super()._assign_work_unit(node)
+
+    def _reschedule(self, node: Any) -> None:
+        if node.shutting_down:
+            return
+        if self._next_scope(node) is None:
+            node.shutdown()  # it finishes what it holds, then exits
+            return
+        if self._pending_of(self.assigned_work[node]) > 2:
+            return
+        self._assign_work_unit(node)
