@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import email
 import email.message
+import importlib.util
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ import tarfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomllib
@@ -249,3 +251,36 @@ def test_floor_lock_pins_the_declared_floor_and_every_dependency() -> None:
     pinned = {name.lower() for name in floor_lock}
     assert direct <= pinned, f"regenerate the floor lock: {sorted(direct - pinned)}"
     assert "CRASHSAFE_AIRFLOW=floor" in (ROOT / ".ci" / "run").read_text()
+
+
+def _smoke_module() -> Any:
+    """distributions/smoke.py, a script (not a package module), loaded by path."""
+    path = ROOT / "distributions" / "smoke.py"
+    spec = importlib.util.spec_from_file_location("crashsafe_install_smoke", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_install_smoke_covers_every_supported_airflow_in_ci() -> None:
+    """distributions/smoke.py finds the floor's lock and the main lock, and .ci/run runs it."""
+    (floor,) = [
+        r.split(">=", 1)[1] for r in PROJECT["dependencies"] if _requirement_name(r) == "apache-airflow"
+    ]
+    locks = _smoke_module().locks()
+    assert next(iter(locks)) == floor
+    assert locks[floor].name == f"py3.11-airflow-{floor}.txt"
+    assert "py3.11.txt" in {lock.name for lock in locks.values()}
+    assert len(locks) >= 2
+    assert re.search(r"^\.venv/bin/python distributions/smoke\.py", (ROOT / ".ci" / "run").read_text(), re.M)
+
+
+def test_install_smoke_refuses_an_airflow_without_a_lock(capsys: pytest.CaptureFixture[str]) -> None:
+    """Asked for an Airflow no lock pins, the smoke test exits 2 naming the locked ones."""
+    with pytest.raises(SystemExit) as exited:
+        _smoke_module().main(["--airflow", "9.9.9"])
+    assert exited.value.code == 2
+    assert "no lock for Airflow 9.9.9 in constraints/ (locked: 3.2.0, 3.3.2)" in capsys.readouterr().err
