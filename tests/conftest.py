@@ -72,6 +72,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return LaneScheduling(config, log)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a shared lane, the e2e lanes' Airflow components get the CPU first (tests/support/lanes.py)."""
+    from tests.support.lanes import yield_to_e2e
+
+    yield_to_e2e(item.nodeid)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_crashsafe_config() -> Iterator[None]:
     """Each test reads ``[crashsafe]`` options and opens the store afresh (tests change them via the env)."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -93,3 +97,19 @@ def test_one_worker_runs_everything_e2e_first() -> None:
     (node,), _ = _run(1)
     assert sorted(node.ran) == sorted(COLLECTION)
     assert node.ran[0].startswith("tests/e2e/test_drill.py")
+
+
+def test_a_worker_yields_the_cpu_to_the_e2e_lanes_once_it_runs_other_tests() -> None:
+    """On a worker, a non-e2e test lowers the process's priority to the shared lanes'; an e2e one doesn't."""
+    script = (
+        "import os; os.environ['PYTEST_XDIST_WORKER'] = 'gw0';"
+        "from tests.support.lanes import SHARED_LANE_NICENESS, yield_to_e2e;"
+        "yield_to_e2e('tests/e2e/test_drill.py::test_x'); a = os.getpriority(os.PRIO_PROCESS, 0);"
+        "yield_to_e2e('tests/unit/test_cli.py::test_y'); b = os.getpriority(os.PRIO_PROCESS, 0);"
+        "print(a, b, SHARED_LANE_NICENESS)"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=repo)
+    before, after, niceness = map(int, out.stdout.split())
+    assert before == os.getpriority(os.PRIO_PROCESS, 0)
+    assert after == max(niceness, before)
