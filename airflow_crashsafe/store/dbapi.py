@@ -9,6 +9,7 @@ Connections come from Airflow connections, opened by the connection's own SQL ho
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sqlite3
 import time
@@ -84,8 +85,14 @@ class Dialect:
         """Rewrite crashsafe's ``%(name)s`` placeholders for this driver."""
         if self.has_server_transactions:
             return sql
-        style = r"$\1" if self.is_duckdb else r":\1"
-        return _NAMED_PARAM.sub(style, sql).replace("%%", "%")
+        return _rewritten(sql, r"$\1" if self.is_duckdb else r":\1")
+
+
+@functools.lru_cache(maxsize=512)
+def _rewritten(sql: str, style: str) -> str:
+    """``sql`` with its placeholders in ``style``: crashsafe runs the same few statements all the
+    time, and the rewrite cost more than SQLite's own insert of an event."""
+    return _NAMED_PARAM.sub(style, sql).replace("%%", "%")
 
 
 POSTGRES = Dialect("postgresql")
@@ -114,6 +121,10 @@ class Db:
         #: statement (``BEGIN NOT ATOMIC ... END``) can decide whether to COMMIT (``compound_statements``).
         self.multi_statements = False
         self.compound_statements = False
+        #: MariaDB (store/mariadb_prepared.py): the statements run on this connection at least once,
+        #: and those prepared on it.
+        self.sql_used: set[str] = set()
+        self.sql_prepared: set[str] = set()
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
         """Run one of crashsafe's own statements; returns the cursor."""
@@ -122,19 +133,23 @@ class Db:
             cursor.execute(self.dialect.adapt(sql), dict(params or {}))
         return cursor
 
-    def execute_all(self, sql: str, params: Mapping[str, Any]) -> tuple[int, Any]:
+    def execute_all(self, sql: str, params: Mapping[str, Any], result: int = 0) -> tuple[int, Any]:
         """Run statements sent as one (see ``multi_statements``) and read every result.
 
-        Returns the first result's ``lastrowid`` and the first row any result returned (or None).
-        An error in one statement raises here, and the statements after it do not run.
+        Returns the ``lastrowid`` of result number ``result`` (from 0) and the first row any result
+        returned (or None). An error in one statement raises here, and the statements after it do
+        not run.
         """
         cursor = self.execute(sql, params)
-        lastrowid, row = int(cursor.lastrowid or 0), None
+        lastrowid, row, index = 0, None, 0
         while True:
+            if index == result:
+                lastrowid = int(cursor.lastrowid or 0)
             if row is None and cursor.description is not None:
                 row = cursor.fetchone()
             if not cursor.nextset():
                 return lastrowid, row
+            index += 1
 
     def commit_by(self, sql: str, params: Mapping[str, Any]) -> bool:
         """Run a compound statement that ends the open transaction itself: it commits and returns

@@ -21,6 +21,7 @@ is an UPDATE of the fence row: a row lock until commit where the database has ro
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +184,14 @@ _QUIET = ("postgresql", "sqlite")
 
 def say_limits(db: Any, log: Any) -> None:
     """Log, as a warning, the guarantees the target database of a fenced write cannot give."""
-    name = db.dialect.name
-    if name not in _QUIET and dialect_named(name).guarantees.limits():
-        log.warning(dialect_named(name).describe_limits())
+    line = _limits_line(db.dialect.name)
+    if line:
+        log.warning(line)
+
+
+@functools.cache
+def _limits_line(name: str) -> str:
+    """The warning ``say_limits`` logs for a database, or "" (worked out once: it runs every write)."""
+    if name in _QUIET or not dialect_named(name).guarantees.limits():
+        return ""
+    return dialect_named(name).describe_limits()
