@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from airflow_crashsafe.store.timeouts import StoreTimeouts
 
 __all__ = [
+    "NAMED_PARAM",
     "STORE_CONN_TYPE",
     "Db",
     "Dialect",
@@ -39,7 +40,8 @@ __all__ = [
     "sqlite_path_from_url",
 ]
 
-_NAMED_PARAM = re.compile(r"%\((\w+)\)s")
+#: crashsafe's own placeholders, ``%(name)s``; group 1 is the name.
+NAMED_PARAM = re.compile(r"%\((\w+)\)s")
 SQLITE_BUSY_TIMEOUT_SECONDS = 120.0
 #: Connection type of :class:`airflow_crashsafe.hooks.CrashsafeHook`: a crashsafe store on PostgreSQL.
 STORE_CONN_TYPE = "crashsafe"
@@ -92,7 +94,7 @@ class Dialect:
 def _rewritten(sql: str, style: str) -> str:
     """``sql`` with its placeholders in ``style``: crashsafe runs the same few statements all the
     time, and the rewrite cost more than SQLite's own insert of an event."""
-    return _NAMED_PARAM.sub(style, sql).replace("%%", "%")
+    return NAMED_PARAM.sub(style, sql).replace("%%", "%")
 
 
 POSTGRES = Dialect("postgresql")

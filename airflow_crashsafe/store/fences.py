@@ -137,8 +137,8 @@ ON DUPLICATE KEY UPDATE
 # MariaDB: the fence check and the write's COMMIT in one round trip (two otherwise), the COMMIT
 # only when the check's UPDATE found this token still the newest; else the transaction stays open
 # for the caller to roll back: each round trip saved waits for the scheduler twice less,
-# milliseconds on a busy machine (docs/databases.md, "Benchmark"). Sent as a prepared statement,
-# like the token's upsert (store/mariadb_prepared.py), so it is parsed once per connection.
+# milliseconds on a busy machine (docs/databases.md, "Benchmark"). Like the token's upsert, it is
+# prepared from a connection's second use (store/mariadb_prepared.py).
 _MARIADB_COMMIT = (
     f"BEGIN NOT ATOMIC {_COMMIT}; IF ROW_COUNT() = 1 THEN COMMIT; SELECT 1; ELSE SELECT 0; END IF; END"
 )
@@ -338,7 +338,7 @@ def _issue_row_locked(db: Db, params: dict[str, Any]) -> Any:
     # go in one round trip; a COMMIT after a failed upsert does not run.
     issue = _portable(db.dialect.name, "issue")
     try:
-        if db.compound_statements:
+        if db.compound_statements:  # MariaDB through mysqlclient, which also takes literals in USING
             token, _ = run_prepared(db, issue, "COMMIT", params, db.execute_all)
         elif db.multi_statements:
             token, _ = db.execute_all(f"{issue}; COMMIT", params)

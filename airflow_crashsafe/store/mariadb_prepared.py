@@ -22,11 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from airflow_crashsafe.store.dbapi import Db
+from airflow_crashsafe.store.dbapi import NAMED_PARAM, Db
 
 __all__ = ["run_prepared"]
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _UNKNOWN_STATEMENT = 1243  # ER_UNKNOWN_STMT_HANDLER
 T = TypeVar("T")
 
@@ -48,7 +47,7 @@ def _shape(sql: str) -> _Shape:
         names.append(match.group(1))
         return "?"
 
-    text = _PLACEHOLDER.sub(mark, sql).replace("%%", "%")
+    text = NAMED_PARAM.sub(mark, sql).replace("%%", "%")
     # A name per text: a process that changed a statement never runs the old one by its name.
     name = "crashsafe_" + hashlib.sha1(text.encode()).hexdigest()[:12]
     # The text goes inside a quoted literal (no backslash escapes: NO_BACKSLASH_ESCAPES may be on)

@@ -30,12 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_crashsafe import config
-from airflow_crashsafe.store.dbapi import Db
+from airflow_crashsafe.store.dbapi import NAMED_PARAM, Db
 from airflow_crashsafe.store.timeouts import timeout_error
 
 __all__ = ["fetch_text", "send_and_wait"]
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _INT8_OID = 20  # integers are declared bigint; the server casts them where a column is narrower
 _UNKNOWN_OID = 0  # text and NULL: the server infers the type from where the parameter is used
 # Errors after which a prepared statement cannot be used again as it is: it no longer exists on the
@@ -62,7 +61,7 @@ def _shape(sql: str) -> _Shape:
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
-    return _Shape(_PLACEHOLDER.sub(number, sql).replace("%%", "%").encode(), tuple(names))
+    return _Shape(NAMED_PARAM.sub(number, sql).replace("%%", "%").encode(), tuple(names))
 
 
 def fetch_text(db: Db, sql: str, params: Mapping[str, Any]) -> Rows:
