@@ -36,6 +36,7 @@ __all__ = [
     "Quiet",
     "Run",
     "Summary",
+    "block_bootstrap_ci",
     "ci_text",
     "load_average",
     "low_quantile_ratio",
@@ -355,6 +356,31 @@ def _quantile(values: list[float], q: float) -> float:
     pos = q * (len(xs) - 1)
     lo = math.floor(pos)
     return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (pos - lo)
+
+
+def block_bootstrap_ci(
+    values: list[float], block: int = 4, level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float, float] | None:
+    """A moving-block bootstrap interval of the median of ``values`` (pair ratios, in run order).
+
+    The sign test takes the pairs as independent; on a virtual machine whose CPU speed drifts over
+    seconds, neighbouring pairs are not, and its interval comes out too narrow. Resampling runs
+    of ``block`` consecutive pairs keeps that dependence. None with fewer than ``4 * block`` values.
+    """
+    n = len(values)
+    if n < 4 * block:
+        return None
+    rng = random.Random(seed)
+    starts = n - block + 1
+    medians = []
+    for _ in range(resamples):
+        sample: list[float] = []
+        while len(sample) < n:
+            start = rng.randrange(starts)
+            sample.extend(values[start : start + block])
+        medians.append(statistics.median(sample[:n]))
+    tail = (1 - level) / 2
+    return _quantile(medians, tail), _quantile(medians, 1 - tail), level
 
 
 def low_quantile_ratio(

@@ -1,4 +1,4 @@
-"""Run one benchmark module in --quick mode against the test PostgreSQL and read its JSON report."""
+"""Run one benchmark module in --quick mode against a test server and read its JSON report."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[3]
 
 
-def run_quick(module: str, postgres_url: str, workdir: Path) -> tuple[str, dict[str, Any]]:
-    """``python -m <module> --quick``: its stdout and its ``--json`` numbers; fails on a non-zero exit."""
+def run_quick(
+    module: str, server_url: str, workdir: Path, url_flag: str = "--postgres-url"
+) -> tuple[str, dict[str, Any]]:
+    """``python -m <module> --quick <url_flag> <server_url>``: its stdout and its ``--json`` numbers;
+    fails on a non-zero exit."""
     report = workdir / "bench.json"
     result = subprocess.run(
-        [sys.executable, "-m", module, "--quick", "--postgres-url", postgres_url, "--json", str(report)],
+        [sys.executable, "-m", module, "--quick", url_flag, server_url, "--json", str(report)],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
