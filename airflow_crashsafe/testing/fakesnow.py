@@ -84,8 +84,13 @@ class FakesnowServer:
             self.process.stderr.close()
 
 
-def start_server(*, timeout: float = 30.0) -> FakesnowServer:
-    """Start ``fakesnow``'s server; raises :class:`FakesnowUnavailable` when it is not installed."""
+def start_server(*, timeout: float = 90.0) -> FakesnowServer:
+    """Start ``fakesnow``'s server; raises :class:`FakesnowUnavailable` when it is not installed.
+
+    Its start imports DuckDB, fakesnow and uvicorn: a few seconds alone, but past 30 s when test
+    workers start PostgreSQL and MariaDB servers beside it on two cores. The wait ends as soon as
+    the port answers, so a long ``timeout`` costs nothing when the machine is idle.
+    """
     for module in ("fakesnow", "uvicorn", "starlette", "snowflake.connector"):
         if find_spec(module) is None:
             raise FakesnowUnavailable(
