@@ -364,7 +364,7 @@ def block_bootstrap_ci(
     """A moving-block bootstrap interval of the median of ``values`` (pair ratios, in run order).
 
     The sign test takes the pairs as independent; on a virtual machine whose CPU speed drifts over
-    seconds, neighbouring pairs are not, and its interval comes out too narrow. Resampling runs
+    seconds, neighbouring pairs are not, and its interval can come out too narrow. Resampling runs
     of ``block`` consecutive pairs keeps that dependence. None with fewer than ``4 * block`` values.
     """
     n = len(values)
