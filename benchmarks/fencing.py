@@ -46,6 +46,7 @@ from benchmarks.paired import (
     ci_text,
     load_average,
     pct,
+    print_block_verdict,
     print_table,
     run_pairs,
     sign_test_ci,
@@ -383,6 +384,9 @@ def _print_targets(big: int, one: dict[str, Summary], many: dict[str, Summary], 
     if fb.cpu_ratio is not None:
         print(f"  {big:,} rows, server CPU: {pct(fb.cpu_ratio)} {ci_text(fb.cpu_ratio_ci, pct)}")
     print(f"  A/A control at {big:,} rows: {pct(aa.ratio)} {ci_text(aa.ratio_ci, pct)} (should straddle 0)")
+    out["added_pct_big_block_ci"], out["aa_pct_big_block_ci"] = print_block_verdict(
+        f"{big:,} rows", fb, aa, 1 + target / 100
+    )
     out["added_ms_1_row"], out["added_pct_big"] = f1.added * 1e3, (fb.ratio - 1) * 100
     out["added_pct_big_ci"] = [(v - 1) * 100 for v in ratio_ci[:2]] if ratio_ci else None
     out["aa_pct_big"] = (aa.ratio - 1) * 100

@@ -58,11 +58,11 @@ from benchmarks.fencing import (
 from benchmarks.paired import (
     Comparison,
     Summary,
-    block_bootstrap_ci,
     ci_text,
     load_average,
     low_quantile_ratio,
     pct,
+    print_block_verdict,
     print_table,
     run_pairs,
     verdict,
@@ -217,13 +217,9 @@ def print_targets(
         f"{verdict(fb.ratio, fb.ratio_ci, limit)}"
     )
     print(f"  A/A control at {big:,} rows: {pct(aa.ratio)} {ci_text(aa.ratio_ci, pct)} (should straddle 0)")
-    block, aa_block = block_bootstrap_ci(fb.ratios, BLOCK_PAIRS), block_bootstrap_ci(aa.ratios, BLOCK_PAIRS)
-    print(
-        f"  {big:,} rows, the same median with a moving-block bootstrap CI ({BLOCK_PAIRS} neighbouring pairs "
-        f"resampled together): {ci_text(block, pct)} {verdict(fb.ratio, block, limit)}; "
-        f"A/A {ci_text(aa_block, pct)}"
+    out["added_pct_big_block_ci"], out["aa_pct_big_block_ci"] = print_block_verdict(
+        f"{big:,} rows", fb, aa, limit, BLOCK_PAIRS
     )
-    out["added_pct_big_block_ci"], out["aa_pct_big_block_ci"] = _ci_pct(block), _ci_pct(aa_block)
     (low, low_ci), (aa_low, aa_low_ci) = low_quantile_ratio(fenced_big), low_quantile_ratio(aa_big)
     print(
         f"  {big:,} rows, fastest decile of each arm (bootstrap CI): {pct(low)} {ci_text(low_ci, pct)} "

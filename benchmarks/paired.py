@@ -41,6 +41,7 @@ __all__ = [
     "load_average",
     "low_quantile_ratio",
     "pct",
+    "print_block_verdict",
     "print_table",
     "run_pairs",
     "sign_test_ci",
@@ -381,6 +382,23 @@ def block_bootstrap_ci(
         medians.append(statistics.median(sample[:n]))
     tail = (1 - level) / 2
     return _quantile(medians, tail), _quantile(medians, 1 - tail), level
+
+
+def print_block_verdict(
+    label: str, b: Summary, aa: Summary, limit: float, block: int = 4
+) -> tuple[list[float] | None, list[float] | None]:
+    """Print ``b``'s median again with :func:`block_bootstrap_ci` intervals (``b``'s and the A/A
+    control's) and its verdict against ``limit``; return both intervals in per cent."""
+    ci, aa_ci = block_bootstrap_ci(b.ratios, block), block_bootstrap_ci(aa.ratios, block)
+    print(
+        f"  {label}, the same median with a moving-block bootstrap CI ({block} neighbouring pairs "
+        f"resampled together): {ci_text(ci, pct)} {verdict(b.ratio, ci, limit)}; A/A {ci_text(aa_ci, pct)}"
+    )
+
+    def in_pct(c: tuple[float, float, float] | None) -> list[float] | None:
+        return [(v - 1) * 100 for v in c[:2]] if c else None
+
+    return in_pct(ci), in_pct(aa_ci)
 
 
 def low_quantile_ratio(

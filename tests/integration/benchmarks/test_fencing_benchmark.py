@@ -44,6 +44,8 @@ def test_quick_benchmark_runs_and_reports_numbers(postgres_server_url: str, tmp_
         low, high = numbers[key]
         assert low <= high
     assert numbers["throughput"]["fenced_per_s"] > 0
+    assert "moving-block bootstrap CI" in stdout
+    assert numbers["added_pct_big_block_ci"] is None  # 6 pairs: fewer than 4 blocks
 
 
 def test_quick_mariadb_benchmark_runs_and_reports_every_measure(
