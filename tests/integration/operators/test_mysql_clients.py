@@ -7,6 +7,7 @@ between the two drivers themselves.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -16,6 +17,7 @@ from airflow_crashsafe.fencing import fenced_transaction
 from airflow_crashsafe.operators import FencedSQLOperator, PartitionOverwriteOperator
 from airflow_crashsafe.store.dbapi import connect_target, connect_url
 from airflow_crashsafe.testing.context import fake_context
+from tests.support.adoption import in_thread
 from tests.support.sql_target import SqlTarget
 
 pytestmark = pytest.mark.integration
@@ -100,3 +102,30 @@ def test_a_client_crashsafe_does_not_drive_is_refused_by_name(
     ):
         with pytest.raises(ConfigurationError, match=r"'pymysql'.*'mysqlclient' or 'mysql-connector-python'"):
             open_it()
+
+
+def test_on_kill_stops_the_running_statement_through_either_client(target: SqlTarget) -> None:
+    """on_kill sends KILL QUERY for the connection's own server thread (each client names it its own
+    way): the load stops within seconds and nothing commits."""
+    slow = "SELECT '2024-01-02' AS day, 'x' AS region, sum(seq % 2) AS amount FROM seq_1_to_3000000000"
+    op = PartitionOverwriteOperator(
+        task_id="load",
+        conn_id=target.conn_id,
+        target_table="revenue",
+        partition={"day": "2024-01-02"},
+        sql=slow,
+    )
+    thread, outcome = in_thread(op, fake_context(task_id="load"))
+    deadline = time.monotonic() + 15
+    running = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT INTO%seq_1_to%'"
+    while target.rows(running) == [(0,)]:
+        assert time.monotonic() < deadline, f"the load never started: {outcome}"
+        time.sleep(0.05)
+    killed_at = time.monotonic()
+    op.on_kill()
+    thread.join(15)
+    assert not thread.is_alive()
+    assert time.monotonic() - killed_at < 10
+    assert "interrupted" in str(outcome.get("error")), outcome
+    assert target.rows("SELECT count(*) FROM revenue") == [(0,)]
+    assert target.committed_try("revenue") is None
