@@ -134,11 +134,10 @@ def fenced_transaction(
         checked = check_body_tables(conn, target, tables)
         if conn.dialect.is_mysql and not checked:
             log.warning(
-                "crashsafe: target %r names no table in %s and no tables= were given: the tables "
-                "the body changes were not checked for an engine that rolls back with the fence "
-                "(a rollback that leaves changes raises IncompleteRollbackError). Pass tables=[...].",
+                "crashsafe: target %r names no table in this database and no tables= were given: the "
+                "tables the body changes were not checked for an engine that rolls back with the "
+                "fence (a rollback that leaves changes raises IncompleteRollbackError). Pass tables=[...].",
                 target,
-                conn.describe(),
             )
         if conn.dialect.is_postgres and tables:
             conn.rollback()  # end the catalog read: the token is issued in autocommit
