@@ -27,7 +27,10 @@ __all__ = ["MODULES", "port_source", "port_tree", "providers_in"]
 
 # old module -> (new module, {old name: new name}); names not listed keep their name.
 MODULES: dict[str, tuple[str, dict[str, str]]] = {
-    "airflow.operators.dummy": ("airflow.providers.standard.operators.empty", {"DummyOperator": "EmptyOperator"}),
+    "airflow.operators.dummy": (
+        "airflow.providers.standard.operators.empty",
+        {"DummyOperator": "EmptyOperator"},
+    ),
     "airflow.operators.dummy_operator": (
         "airflow.providers.standard.operators.empty",
         {"DummyOperator": "EmptyOperator"},
@@ -44,8 +47,14 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "airflow.operators.weekday": ("airflow.providers.standard.operators.weekday", {}),
     "airflow.operators.email": ("airflow.providers.smtp.operators.smtp", {}),
     "airflow.operators.email_operator": ("airflow.providers.smtp.operators.smtp", {}),
-    "airflow.operators.http_operator": ("airflow.providers.http.operators.http", {"SimpleHttpOperator": "HttpOperator"}),
-    "airflow.providers.http.operators.http": ("airflow.providers.http.operators.http", {"SimpleHttpOperator": "HttpOperator"}),
+    "airflow.operators.http_operator": (
+        "airflow.providers.http.operators.http",
+        {"SimpleHttpOperator": "HttpOperator"},
+    ),
+    "airflow.providers.http.operators.http": (
+        "airflow.providers.http.operators.http",
+        {"SimpleHttpOperator": "HttpOperator"},
+    ),
     "airflow.operators.postgres_operator": (
         "airflow.providers.common.sql.operators.sql",
         {"PostgresOperator": "SQLExecuteQueryOperator"},
@@ -68,7 +77,10 @@ MODULES: dict[str, tuple[str, dict[str, str]]] = {
     "airflow.hooks.postgres_hook": ("airflow.providers.postgres.hooks.postgres", {}),
     "airflow.hooks.http_hook": ("airflow.providers.http.hooks.http", {}),
     "airflow.contrib.hooks.slack_webhook_hook": ("airflow.providers.slack.hooks.slack_webhook", {}),
-    "airflow.contrib.operators.slack_webhook_operator": ("airflow.providers.slack.operators.slack_webhook", {}),
+    "airflow.contrib.operators.slack_webhook_operator": (
+        "airflow.providers.slack.operators.slack_webhook",
+        {},
+    ),
     "airflow.contrib.operators.bigquery_operator": (
         "airflow.providers.google.cloud.operators.bigquery",
         {"BigQueryOperator": "BigQueryInsertJobOperator"},
@@ -119,7 +131,7 @@ class _Porter(cst.CSTTransformer):
             if name in renames:
                 local = alias.asname.name if alias.asname else cst.Name(name)
                 if name == "PostgresOperator":
-                    self.postgres_names.add(_dotted(local))  # type: ignore[arg-type]
+                    self.postgres_names.add(_dotted(local))
                 alias = alias.with_changes(name=cst.Name(renames[name]), asname=cst.AsName(name=local))
             names.append(alias)
         return updated.with_changes(module=_module(new), names=names)
@@ -156,7 +168,12 @@ def port_source(source: str) -> str:
     porter = _Porter()
     module = cst.parse_module(source).visit(porter)
     code = module.code
-    code = re.sub(r"^from airflow\.utils\.(decorators import apply_defaults|dates import days_ago)\n", "", code, flags=re.M)
+    code = re.sub(
+        r"^from airflow\.utils\.(decorators import apply_defaults|dates import days_ago)\n",
+        "",
+        code,
+        flags=re.M,
+    )
     if porter.needs_pendulum and not re.search(r"^import pendulum$", code, flags=re.M):
         code = "import pendulum\n" + code
     return code
@@ -169,8 +186,20 @@ def port_tree(src: Path, dst: Path) -> dict[str, object]:
     shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     ruff = Path(sys.executable).with_name("ruff")
     subprocess.run(
-        [str(ruff if ruff.exists() else "ruff"), "check", "--isolated", "--no-cache", "--preview",
-         "--select", "AIR3", "--fix", "--unsafe-fixes", "--exit-zero", "--quiet", str(dst)],
+        [
+            str(ruff if ruff.exists() else "ruff"),
+            "check",
+            "--isolated",
+            "--no-cache",
+            "--preview",
+            "--select",
+            "AIR3",
+            "--fix",
+            "--unsafe-fixes",
+            "--exit-zero",
+            "--quiet",
+            str(dst),
+        ],
         capture_output=True,
         check=False,
     )

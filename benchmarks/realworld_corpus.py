@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import csv
 import subprocess
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 from benchmarks.realworld_metrics import Label
 
@@ -133,7 +134,9 @@ def checkout(repo: Repo, git_dir: Path, repos_dir: Path) -> list[str]:
         mode, kind, sha = meta.split()
         if kind != "blob" or mode == "120000":
             continue
-        blob = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "blob", sha], capture_output=True)
+        blob = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "cat-file", "blob", sha], capture_output=True
+        )
         if blob.returncode != 0:
             missing.append(path)
             continue

@@ -26,7 +26,12 @@ __all__ = [
 ]
 
 # What a correct scan says for each hand label.
-LABEL_TO_VERDICT = {"risky": "risky", "safe": "safe", "protected": "protected", "unknown-by-nature": "unknown"}
+LABEL_TO_VERDICT = {
+    "risky": "risky",
+    "safe": "safe",
+    "protected": "protected",
+    "unknown-by-nature": "unknown",
+}
 _SEVERITY = {"risky": 3, "unknown": 2, "protected": 1, "safe": 0}
 
 
@@ -97,7 +102,9 @@ def match_labels(labels: Sequence[Label], tasks: Sequence[ScannedTask]) -> list[
         found = [t for t in by_file.get((label.repo, label.file), []) if _ids_match(label.task_id, t.task_id)]
         by = "file" if found else ""
         if not found:
-            found = [t for t in by_dag.get((label.repo, label.dag_id), []) if _ids_match(label.task_id, t.task_id)]
+            found = [
+                t for t in by_dag.get((label.repo, label.dag_id), []) if _ids_match(label.task_id, t.task_id)
+            ]
             by = "dag" if found else ""
         matches.append(Match(label, found, by))
     return matches
@@ -126,9 +133,13 @@ def score(matches: Sequence[Match]) -> dict[str, Any]:
         "labelled_risky": len(risky),
         "risky_recall": _ratio(sum(1 for m in risky if m.verdict == "risky"), len(risky)),
         "called_risky": len(called_risky),
-        "risky_precision": _ratio(sum(1 for m in called_risky if m.label.label == "risky"), len(called_risky)),
+        "risky_precision": _ratio(
+            sum(1 for m in called_risky if m.label.label == "risky"), len(called_risky)
+        ),
         "false_safe": sum(1 for m in risky if m.verdict in {"safe", "protected"}),
         "unknown_share": _ratio(sum(1 for m in named if m.verdict == "unknown"), len(named)),
-        "agreement": _ratio(sum(1 for m in named if m.verdict == LABEL_TO_VERDICT[m.label.label]), len(named)),
+        "agreement": _ratio(
+            sum(1 for m in named if m.verdict == LABEL_TO_VERDICT[m.label.label]), len(named)
+        ),
         "matched_by_dag": sum(1 for m in named if m.by == "dag"),
     }

@@ -61,7 +61,7 @@ def scan_repo(repo: Repo, root: Path, timeout: float) -> dict[str, Any]:
             **os.environ,
             "AIRFLOW_HOME": home,
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "PYTHONPATH": os.pathsep.join(path + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         }
         if plugins:
             env["AIRFLOW__CORE__PLUGINS_FOLDER"] = plugins[0]
@@ -70,9 +70,12 @@ def scan_repo(repo: Repo, root: Path, timeout: float) -> dict[str, Any]:
             try:
                 proc = subprocess.run(
                     [*_scan_command(), "scan", str(root / folder), "--format", "json"],
-                    capture_output=True, text=True, env={**env, "AIRFLOW__CORE__DAGS_FOLDER": str(root / folder)},
-                    timeout=timeout, check=False,
-                )  # fmt: skip
+                    capture_output=True,
+                    text=True,
+                    env={**env, "AIRFLOW__CORE__DAGS_FOLDER": str(root / folder)},
+                    timeout=timeout,
+                    check=False,
+                )
                 code, out, err = proc.returncode, proc.stdout, proc.stderr
             except subprocess.TimeoutExpired:
                 code, out, err = None, "", f"timed out after {timeout:.0f} s"
@@ -139,17 +142,29 @@ def _fmt(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-COLUMNS = ("tasks", "named_share", "risky_recall", "risky_precision", "false_safe", "unknown_share", "agreement")
+COLUMNS = (
+    "tasks",
+    "named_share",
+    "risky_recall",
+    "risky_precision",
+    "false_safe",
+    "unknown_share",
+    "agreement",
+)
 
 
 def print_table(result: dict[str, Any], title: str) -> None:
     print(f"\n{title}")
-    print(f"{'group':<48}" + "".join(f"{c:>16}" for c in COLUMNS) + f"{'gate exit':>12}")
+    print(f"{'group':<56}" + "".join(f"{c:>16}" for c in COLUMNS) + f"{'gate exit':>12}")
     for name in ("tune", "heldout", "overall"):
-        print(f"{name:<48}" + "".join(f"{_fmt(result[name][c]):>16}" for c in COLUMNS))
+        print(f"{name:<56}" + "".join(f"{_fmt(result[name][c]):>16}" for c in COLUMNS))
     for name, row in result["repos"].items():
         gate = ",".join(_fmt(c) for c in row["gate_exit_codes"])
-        print(f"  {name + ' (' + row['split'] + ')':<46}" + "".join(f"{_fmt(row[c]):>16}" for c in COLUMNS) + f"{gate:>12}")
+        print(
+            f"  {name + ' (' + row['split'] + ')':<54}"
+            + "".join(f"{_fmt(row[c]):>16}" for c in COLUMNS)
+            + f"{gate:>12}"
+        )
     print(f"{len(result['unmatched'])} labelled tasks not named by the scan")
 
 
@@ -166,7 +181,9 @@ def _prepare(repos: Sequence[Repo], repos_dir: Path, port_dir: Path | None) -> t
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scan_realworld", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scan_realworld", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("command", nargs="?", choices=("run", "checkout"), default="run")
     parser.add_argument("--repos-dir", type=Path, default=DEFAULT_REPOS)
     parser.add_argument("--mirrors", type=Path, help="checkout: folder of <owner>+<name>/repo bare git dirs")
