@@ -28,6 +28,7 @@ import requests
 from airflow_crashsafe.alerting import transport
 from airflow_crashsafe.alerting.model import SEVERITIES, Alert, severity_rank
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.limits import HOUR, Limit
 
 __all__ = [
     "PAGERDUTY_EVENTS_URL",
@@ -48,6 +49,12 @@ TIMESTAMP_HEADER = "X-Crashsafe-Timestamp"
 _REDACTED = "***"
 #: Default wall-clock bound of one delivery attempt, however slowly the sink answers (s).
 DEFAULT_DEADLINE = 30.0
+#: What a sink's numbers may be, from a ``[[sinks]]`` table or a constructor: a nan or infinite
+#: timeout or deadline would let one sink hold every delivery, unbounded retries would never end.
+TIMEOUT_LIMIT = Limit(0, HOUR, above=True)
+DEADLINE_LIMIT = Limit(0, HOUR, above=True)
+RETRIES_LIMIT = Limit(0, 100, integer=True, unit="retries")
+PORT_LIMIT = Limit(1, 65535, integer=True, unit="")
 #: How much of an error answer's body is read (and quoted) at most.
 _SNIPPET_BYTES = 200
 
@@ -125,15 +132,11 @@ class Sink(ABC):
                 f"{min_severity!r}: pick one of them"
             )
         self.name = name or self.kind
-        self.timeout = float(timeout)
-        self.retries = int(retries)
+        where = f"sink {self.name!r}"
+        self.timeout = TIMEOUT_LIMIT.check(timeout, f"{where}: timeout", example=10)
+        self.retries = RETRIES_LIMIT.check_int(retries, f"{where}: retries", example=2)
         self.min_severity = min_severity
-        self.deadline = float(deadline)
-        if not (math.isfinite(self.deadline) and self.deadline > 0 and self.timeout > 0):
-            raise ConfigurationError(
-                f"sink {self.name!r}: timeout and deadline must be positive numbers of seconds, got "
-                f"timeout={timeout!r}, deadline={deadline!r}"
-            )
+        self.deadline = DEADLINE_LIMIT.check(deadline, f"{where}: deadline", example=DEFAULT_DEADLINE)
 
     def accepts(self, alert: Alert) -> bool:
         """Whether this sink wants this alert (by severity)."""
@@ -327,7 +330,7 @@ class EmailSink(Sink):
             )
         if starttls and use_ssl:
             raise ConfigurationError(f"sink {self.name!r}: give 'ssl' or 'starttls', not both")
-        self._host, self._port = host, int(port)
+        self._host, self._port = host, PORT_LIMIT.check_int(port, f"sink {self.name!r}: port", example=587)
         self._sender, self._recipients = sender, list(recipients)
         self._username, self._password = username, password
         self._starttls, self._use_ssl = starttls, use_ssl

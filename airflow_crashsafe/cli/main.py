@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from airflow_crashsafe.errors import CrashsafeError
+from airflow_crashsafe.limits import Limit
+from airflow_crashsafe.options import LIMITS
 
 __all__ = ["build_parser", "main"]
 
@@ -39,7 +41,6 @@ def _db_prune(args: argparse.Namespace) -> int:
     from datetime import datetime, timedelta, timezone
 
     from airflow_crashsafe import config
-    from airflow_crashsafe.errors import ConfigurationError
     from airflow_crashsafe.store import open_store
     from airflow_crashsafe.store.dbapi import connect_target
     from airflow_crashsafe.store.retention import prune_store, prune_target
@@ -49,10 +50,6 @@ def _db_prune(args: argparse.Namespace) -> int:
     if args.older_than is None and days == 0:
         print("[crashsafe] audit_retention_days is 0: nothing pruned (give --older-than DAYS)")
         return 0
-    if days < 1:
-        raise ConfigurationError(
-            f"--older-than {days}: keep at least 1 day, so no slot that can still be retried loses its fence"
-        )
     cutoff = datetime.now(timezone.utc) - timedelta(days=days)
     verb = "would delete" if args.dry_run else "deleted"
     with open_store().transaction() as db:
@@ -113,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prune.add_argument(
         "--older-than",
-        type=int,
+        # At least a day, so no slot that can still be retried loses its fence.
+        type=Limit(1, LIMITS["audit_retention_days"].high, integer=True, unit="days").argument(example=90),
         default=None,
         metavar="DAYS",
         help="default: [crashsafe] audit_retention_days",

@@ -172,7 +172,7 @@ def build_dispatcher(settings: AlertingSettings) -> Dispatcher:
     from airflow_crashsafe.dags.notifiers import notifier_sinks
 
     path = settings.sinks_config or config.alerting_config()
-    sinks = build_sinks(load_config_file(path).get("sinks", [])) if path else []
+    sinks = build_sinks(load_config_file(path).get("sinks", []), source=path) if path else []
     sinks += notifier_sinks(settings.notifiers, config.alert_notifiers())
     if not sinks:
         log.warning(

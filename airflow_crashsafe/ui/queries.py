@@ -106,12 +106,13 @@ def timeline(
     """
     if dag_id not in allowed or (partition is None and run_id is None):
         return None
-    task = {"dag_id": dag_id, "task_id": task_id, "map_index": map_index}
     with store.transaction(immediate=False) as db:
         if partition is None:
             assert run_id is not None
-            partition = slot_partition_of(db, **task, run_id=run_id)
-        rows = partition_rows(db, **task, partition=partition)
+            partition = slot_partition_of(
+                db, dag_id=dag_id, task_id=task_id, map_index=map_index, run_id=run_id
+            )
+        rows = partition_rows(db, dag_id=dag_id, task_id=task_id, map_index=map_index, partition=partition)
     runs_of: dict[str, str] = {}
     for r in rows:  # a run's partition is on its process rows; placeholders carry ''
         if r.get("slot_partition"):

@@ -293,7 +293,7 @@ def test_an_unreadable_deadlines_file_is_a_one_line_problem(
 
 @pytest.mark.parametrize(
     "content",
-    [None, "[[deadlines]\n", '[watch]\ndeadline_keep = -1\n'],
+    [None, "[[deadlines]\n", "[watch]\ndeadline_keep = -1\n"],
     ids=["missing", "not_toml", "bad_number"],
 )
 def test_a_deadlines_file_problem_names_the_file_not_its_server_directory(
