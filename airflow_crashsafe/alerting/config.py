@@ -152,7 +152,7 @@ def build_sink(
     common: dict[str, Any] = {
         k: spec[k] for k in ("name", "timeout", "deadline", "retries", "min_severity") if k in spec
     }
-    common.update(extra)
+    common.update(extra, label=where)
     factories: dict[str, Callable[[], Sink]] = {
         "webhook": lambda: WebhookSink(
             _need(secrets["url"], where, "url"),
@@ -183,6 +183,8 @@ def build_sink(
     }
     try:
         return factories[kind]()
+    except ConfigurationError:
+        raise  # already names the sink (its ``label``)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {exc}") from None
 

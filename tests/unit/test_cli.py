@@ -164,3 +164,23 @@ def test_console_script_reports_crashsafe_errors(tmp_path: Path) -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("airflow-crashsafe: error: ")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["db", "prune", "--older-than", "0"], "--older-than"),
+        (["db", "prune", "--older-than", "100000000000"], "--older-than"),
+        (["doctor", "--longest-task", "nan"], "--longest-task"),
+        (["doctor", "--longest-task", "inf"], "--longest-task"),
+        (["audit", "reconcile", "--timeout", "1e309"], "--timeout"),
+    ],
+)
+def test_numeric_flags_out_of_range_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
+) -> None:
+    """A flag's nan, infinite or out-of-range number exits 2 before anything runs, naming the flag."""
+    assert _exit_code(lambda: cli.main(argv)) == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: '{argv[-1]}' is " in err
+    assert ": set it to a " in err
