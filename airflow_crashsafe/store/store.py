@@ -112,19 +112,17 @@ class Store:
         The migration runs before the timeout applies: it may rightly wait for another process's.
         """
         timeouts = self.timeouts
+        failed: StoreError | None = None
         try:
             db = self._connect()
         except StoreError:
             raise
         except Exception as exc:
-            reason = mask_dsn_text(str(exc), self._dsn)
-            cause = exc if reason == str(exc) else None  # a driver error quoting a password stays out
-            if "timeout" in str(exc).lower():
-                raise timeouts.connect_error(reason.strip().split("\n")[0]) from cause
-            raise StoreError(
-                f"The crashsafe store at {self.location} cannot be reached ({reason}); check the "
-                f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
-            ) from cause
+            failed = self._unreachable(exc)
+            if failed.__cause__ is not None:  # the driver's error holds no password: keep it chained
+                raise failed from exc
+        if failed is not None:  # raised out here, so that not even as context does that error travel
+            raise failed
         try:
             if not self._migrated:
                 with self._migrate_lock:
@@ -136,6 +134,19 @@ class Store:
             db.close()
             raise
         return db
+
+    def _unreachable(self, exc: BaseException) -> StoreError:
+        """The StoreError for a failed connect; its ``__cause__`` is ``exc`` unless that quoted a password."""
+        reason = mask_dsn_text(str(exc), self._dsn)
+        if "timeout" in str(exc).lower():
+            error = self.timeouts.connect_error(reason.strip().split("\n")[0])
+        else:
+            error = StoreError(
+                f"The crashsafe store at {self.location} cannot be reached ({reason}); check the "
+                f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
+            )
+        error.__cause__ = exc if reason == str(exc) else None
+        return error
 
     def clear_error(self, db: Db, exc: BaseException) -> None:
         """Raise the clear :class:`StoreError` when ``exc`` is a store timeout firing, else return."""
