@@ -24,14 +24,13 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _urls() -> list[str]:
-    port = _closed_port()
-    return [
-        f"postgresql://airflow:{SECRET}@127.0.0.1:{port}/airflow",
-        f"postgres://airflow@127.0.0.1:{port}/airflow?sslmode=disable&password={SECRET}",
-        f"postgresql+psycopg2://airflow@127.0.0.1:{port}/airflow?password={SECRET}&connect_timeout=2",
-        f"postgresql://airflow:{SECRET}%zz@127.0.0.1:{port}/airflow",  # libpq quotes this one back
-    ]
+#: The password in each place libpq takes it, at a port nothing listens on (filled in per test).
+URLS = [
+    f"postgresql://airflow:{SECRET}@127.0.0.1:{{port}}/airflow",
+    f"postgres://airflow@127.0.0.1:{{port}}/airflow?sslmode=disable&password={SECRET}",
+    f"postgresql+psycopg2://airflow@127.0.0.1:{{port}}/airflow?password={SECRET}&connect_timeout=2",
+    f"postgresql://airflow:{SECRET}%zz@127.0.0.1:{{port}}/airflow",  # libpq quotes this one back
+]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -40,9 +39,9 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-@pytest.mark.parametrize("url", _urls())
+@pytest.mark.parametrize("template", URLS)
 def test_db_unreachable_pages_without_the_password(
-    url: str,
+    template: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -50,6 +49,7 @@ def test_db_unreachable_pages_without_the_password(
 ) -> None:
     """`watch --once --db-url-env` on an unreachable DB: the db_unreachable page (webhook, outbox,
     state), the log and the exit message name the database, never its password."""
+    url = template.format(port=_closed_port())
     monkeypatch.setenv("CRASHSAFE_TEST_DB_URL", url)
     with serve() as hook:
         config = tmp_path / "watch.json"
@@ -83,11 +83,12 @@ def test_db_unreachable_pages_without_the_password(
     assert {name: SECRET in text for name, text in where.items()} == dict.fromkeys(where, False)
 
 
-@pytest.mark.parametrize("url", _urls())
+@pytest.mark.parametrize("template", URLS)
 def test_the_watching_line_names_the_database_without_its_password(
-    url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    template: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The long-running watchdog's "watching …" line shows the URL with its password masked."""
+    url = template.format(port=_closed_port())
     watchdog, _ = cli._build(parse("--db-url", url, "--state-dir", str(tmp_path)))
     stop = threading.Event()
     stop.set()  # log the line, poll nothing
