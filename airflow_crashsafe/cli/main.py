@@ -22,6 +22,8 @@ __all__ = ["build_parser", "main"]
 
 PROG = "airflow-crashsafe"
 EXIT_ERROR = 2
+#: ``db prune --older-than``: at least a day, so that no slot that can still be retried loses its fence.
+OLDER_THAN = Limit(1, LIMITS["audit_retention_days"].high, integer=True, unit="days")
 
 
 def _db_migrate(args: argparse.Namespace) -> int:
@@ -46,7 +48,10 @@ def _db_prune(args: argparse.Namespace) -> int:
     from airflow_crashsafe.store.retention import prune_store, prune_target
     from airflow_crashsafe.store.timeouts import lift_statement_timeout
 
-    days = args.older_than if args.older_than is not None else config.audit_retention_days()
+    if args.older_than is not None:
+        days = OLDER_THAN.check_int(args.older_than, "--older-than", example=90)
+    else:
+        days = config.audit_retention_days()
     if args.older_than is None and days == 0:
         print("[crashsafe] audit_retention_days is 0: nothing pruned (give --older-than DAYS)")
         return 0
@@ -110,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prune.add_argument(
         "--older-than",
-        # At least a day, so no slot that can still be retried loses its fence.
-        type=Limit(1, LIMITS["audit_retention_days"].high, integer=True, unit="days").argument(example=90),
+        type=int,
         default=None,
         metavar="DAYS",
         help="default: [crashsafe] audit_retention_days",
