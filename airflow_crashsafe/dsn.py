@@ -36,9 +36,11 @@ _USERINFO = re.compile(
     r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s/?#@:\"'<>]*):(?P<secret>[^\s\"'<>?#]*)@", re.IGNORECASE
 )
 _QUERY_PAIR = re.compile(r"(?P<head>[?&](?P<key>[^=&#\s\"'<>?]+)=)(?P<secret>[^&#\s\"'<>]*)")
-_KEYWORD_PAIR = re.compile(
-    r"(?P<head>(?<![\w%?&.-])(?P<key>[A-Za-z_]+)\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'?|[^\s'\"]*)"
-)
+_KEYWORD = r"(?P<head>(?<![\w%?&.-])(?P<key>[A-Za-z_]+)\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'?|{bare})"
+#: In a connection string a bare value runs to the next blank (libpq's rule); in free text it also
+#: stops at the punctuation that ends a value in prose (``password=x, then``), as redaction's pairs do.
+_KEYWORD_PAIR = re.compile(_KEYWORD.format(bare=r"[^\s'\"]*"))
+_TEXT_KEYWORD_PAIR = re.compile(_KEYWORD.format(bare=r"[^\s'\"&,;)}\]]*"))
 #: libpq errors that quote what they could not parse: the quoted part is masked.
 _LIBPQ_QUOTE = re.compile(
     r"(?P<head>missing \"=\" after |percent-encoded (?:token|value): |in URI(?: query parameter"
@@ -59,8 +61,9 @@ def _keyword_value(raw: str) -> str:
 
 
 def _mask_keywords(text: str, *, bare_tails: bool) -> str:
+    """Keyword/value secrets masked; ``bare_tails`` (a whole connection string): libpq's rules."""
     out, last = [], 0
-    for match in _KEYWORD_PAIR.finditer(text):
+    for match in (_KEYWORD_PAIR if bare_tails else _TEXT_KEYWORD_PAIR).finditer(text):
         if not _is_secret_key(match.group("key")):
             continue
         end = match.end()
