@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from airflow_crashsafe.dsn import mask_dsn_text
+
 __all__ = [
     "DEFAULT_POLICY",
     "MASK",
@@ -84,7 +86,6 @@ _NON_WORD = re.compile(r"\W+")
 _BEARER = re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 _PAIR = re.compile(r"""(?P<key>[A-Za-z_][\w.-]*)(?P<sep>["']?\s*[:=]\s*["']?)(?P<value>[^\s"'&,;)}\]]+)""")
 _URL_QUERY = re.compile(r"(?P<base>\b[a-z][a-z0-9+.-]*://[^\s?#\"'<>]+)\?[^\s#\"'<>]*", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*):[^\s@/\"'<>]+@", re.IGNORECASE)
 #: Text without these cannot hold a pair, a URL credential or a Bearer token.
 _SUSPECT = re.compile(r"[=:@?]|bearer|basic", re.IGNORECASE)
 _FORM_KEY = re.compile(r"^[\w.\-\[\]]+$")
@@ -201,7 +202,7 @@ class RedactionPolicy:
         if _SUSPECT.search(text) is None:  # the common case: a plain value, nothing to pair
             text = _airflow_masked(text)
             return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
-        text = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}:{MASK}@", text)
+        text = mask_dsn_text(text)  # URL and libpq connection-string passwords, in every form
         text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{MASK}", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
         text = _PAIR.sub(self._pair, text)
