@@ -72,6 +72,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return LaneScheduling(config, log)
 
 
+#: Marks every test under a directory carries, whatever its module declares: the floor run
+#: (``-m "floor or (integration and not e2e)"``, .ci/run) selects by them, so a module that forgot
+#: its ``pytestmark`` must not drop out of it. The e2e tests are not marked ``integration``:
+#: ``-m integration`` means tests/integration, and the floor run leaves the e2e ones out anyway.
+DIRECTORY_MARKS = {"tests/integration/": ("integration",), "tests/e2e/": ("e2e", "slow")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by its directory (:data:`DIRECTORY_MARKS`)."""
+    for item in items:
+        where = item.nodeid.replace("\\", "/")
+        for directory, names in DIRECTORY_MARKS.items():
+            if where.startswith(directory):
+                for name in names:
+                    if item.get_closest_marker(name) is None:
+                        item.add_marker(name)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """On a shared lane, the e2e lanes' Airflow components get the CPU first (tests/support/lanes.py)."""
     from tests.support.lanes import yield_to_e2e
