@@ -42,6 +42,9 @@ from airflow_crashsafe.testing.postgres import (  # noqa: E402
     start_cluster,
 )
 
+#: The suite's own plugins: a time limit nothing in a test can disarm, and CI's check of skips.
+pytest_plugins = ["tests.plugins.time_limit"]
+
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
