@@ -19,13 +19,30 @@ class SteppedAttempt:
 
     ``outcome`` ends as ``committed``, ``fenced_start``, ``fenced_commit``, ``already_committed`` or
     ``failed`` (the body raised); ``error`` keeps the FencedOut raised, if any.
+
+    An attempt with a token that is a recovery re-run (try 2 or later, and the store has no record
+    of the earlier tries) holds a place of ``recovery_resource``'s budget (``recovery_concurrency``)
+    from ``begin`` to ``exit``; with every place held, ``begin`` waits ``[crashsafe]
+    recovery_wait_seconds`` for one. Stepped on one thread nothing can free a place meanwhile, so a
+    test that begins more such attempts than the budget must keep that wait short.
     """
 
-    def __init__(self, db: Db, store: Store, spec: AttemptSpec, target: str = OUTPUT_TABLE) -> None:
+    def __init__(
+        self,
+        db: Db,
+        store: Store,
+        spec: AttemptSpec,
+        target: str = OUTPUT_TABLE,
+        *,
+        recovery_resource: str | None = None,
+        recovery_concurrency: int | None = None,
+    ) -> None:
         self.db = db
         self.store = store
         self.spec = spec
         self.target = target
+        self.recovery_resource = recovery_resource
+        self.recovery_concurrency = recovery_concurrency
         self.tx: FencedTransaction | None = None
         self.outcome: str | None = None
         self.error: FencedOut | None = None
@@ -40,6 +57,8 @@ class SteppedAttempt:
             slot_partition=self.spec.partition,
             db=self.db,
             store=self.store,
+            recovery_resource=self.recovery_resource,
+            recovery_concurrency=self.recovery_concurrency,
         )
         try:
             self.tx = self._cm.__enter__()
