@@ -41,13 +41,10 @@ from airflow_crashsafe.testing.postgres import (  # noqa: E402
     make_database,
     start_cluster,
 )
+from tests.support.ci import in_ci  # noqa: E402
 
 #: The suite's own plugins: a time limit nothing in a test can disarm, and CI's check of skips.
-pytest_plugins = ["tests.plugins.time_limit"]
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+pytest_plugins = ["tests.plugins.time_limit", "tests.plugins.skips"]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -145,7 +142,7 @@ def postgres_server_url() -> Iterator[str]:
         hint = (
             f"{exc}; `./dev test` installs them, or set CRASHSAFE_TEST_POSTGRES_URL to a server's admin URL"
         )
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI needs PostgreSQL: {hint}", pytrace=False)
         pytest.skip(hint)
     try:
@@ -177,7 +174,7 @@ def mariadb_server_url() -> Iterator[str]:
         server = start_server()
     except MariaDbUnavailable as exc:
         hint = f"{exc}; `./dev` installs it, or set CRASHSAFE_TEST_MARIADB_URL to a server's admin URL"
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI needs MariaDB: {hint}", pytrace=False)
         pytest.skip(hint)
     try:
@@ -208,7 +205,7 @@ def snowflake_server() -> Iterator[Any]:
         server = start_server()
     except FakesnowUnavailable as exc:
         hint = f"Snowflake emulator unavailable: {exc}; `./dev` installs it"
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI needs fakesnow: {hint}", pytrace=False)
         pytest.skip(hint)
     use_plain_http()
