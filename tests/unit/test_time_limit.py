@@ -75,7 +75,7 @@ SUBJECTS = {
 
 def _outcomes(report: Path) -> dict[str, str]:
     """``module::test`` -> passed, failed or skipped, from a JUnit XML report."""
-    outcomes = {}
+    outcomes: dict[str, str] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         module = case.get("classname", "").rsplit(".", 1)[-1]
         name = f"{module}.py::{case.get('name')}"
