@@ -25,7 +25,7 @@ from tests.support.ci import in_ci
 
 __all__ = ["ALLOWLIST_INI", "Allowed", "SkipGuard", "load_allowlist", "skip_reason"]
 
-#: The ini option naming the allowlist, relative to the rootdir.
+#: The ini option naming the allowlist, relative to the ini file's directory.
 ALLOWLIST_INI = "allowed_skips"
 _KEYS = {"where", "reason", "why"}
 
@@ -121,7 +121,7 @@ class SkipGuard:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         ALLOWLIST_INI,
-        "The skips CI accepts, relative to the rootdir (tests/plugins/skips.py).",
+        "The skips CI accepts, relative to the ini file's directory (tests/plugins/skips.py).",
         default="tests/allowed_skips.toml",
     )
 
@@ -129,7 +129,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: its controller judges
         return
-    path = config.rootpath / config.getini(ALLOWLIST_INI)
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    path = base / config.getini(ALLOWLIST_INI)
     allowed = load_allowlist(path)  # also outside CI: a broken file shows on the first local run
     if in_ci():
         config.pluginmanager.register(SkipGuard(path, allowed), "crashsafe-skip-guard")
