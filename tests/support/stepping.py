@@ -14,7 +14,7 @@ from airflow_crashsafe.store.dbapi import Db
 from airflow_crashsafe.store.store import Store
 from tests.support.fencing import OUTPUT_TABLE, AttemptSpec, attempt_ctx, write_output
 
-__all__ = ["Held", "SteppedAttempt"]
+__all__ = ["STEP_DEADLINE", "Held", "SteppedAttempt"]
 
 #: The longest a stepped thread or the test waits for the other: every wait has a deadline.
 STEP_DEADLINE = 30.0
