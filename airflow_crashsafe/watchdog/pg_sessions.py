@@ -21,7 +21,7 @@ from airflow_crashsafe.watchdog.health import JobRecord, parse_timestamp
 __all__ = [
     "IDLE_STATES",
     "SCHEDULER_TABLES",
-    "AirflowTable",
+    "Relation",
     "hidden_sessions",
     "idle_lock_holders",
     "metadata_tables",
@@ -93,8 +93,8 @@ WHERE a.pid = %(pid)s AND a.backend_start = %(backend_start)s AND a.xact_start =
 
 
 @dataclass(frozen=True)
-class AirflowTable:
-    """One of Airflow's scheduler tables in the metadata schema, as PostgreSQL names it."""
+class Relation:
+    """A table as PostgreSQL names it: its oid (what is compared), schema and name (what is shown)."""
 
     oid: int
     schema: str
@@ -110,13 +110,13 @@ def _fetch(conn: Any, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall())
 
 
-def metadata_tables(conn: Any) -> dict[int, AirflowTable]:
+def metadata_tables(conn: Any) -> dict[int, Relation]:
     """Airflow's scheduler tables by oid, in the schema of the ``job`` table this connection reads.
 
     Empty when no ``job`` table is on the connection's search path.
     """
     rows = _fetch(conn, _METADATA_TABLES, {"tables": list(SCHEDULER_TABLES)})
-    return {int(oid): AirflowTable(int(oid), str(schema), str(name)) for oid, schema, name in rows}
+    return {int(oid): Relation(int(oid), str(schema), str(name)) for oid, schema, name in rows}
 
 
 def idle_lock_holders(conn: Any, idle_seconds: float, oids: Sequence[int]) -> list[tuple[Any, ...]]:

@@ -125,10 +125,11 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
             "schedulers": [j.describe() for j in schedulers],
             "running_tasks": _running(observation),
         }
-        if observation.idle_transactions:
+        holders = [tx for tx in observation.idle_transactions or () if tx.on_airflow_tables]
+        if holders:
             # Not a wedge yet (nothing restarted), but the next scheduler will be blocked by these:
             # who holds what (tables and lock modes, never query text).
-            dead["open_transactions"] = [tx.describe() for tx in observation.idle_transactions]
+            dead["open_transactions"] = [tx.describe() for tx in holders]
         add(
             Condition(
                 "scheduler_dead",

@@ -46,7 +46,7 @@ from airflow_crashsafe.component_identity.name import ComponentIdentity, parse
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog import pg_sessions
 from airflow_crashsafe.watchdog.health import JobRecord, is_alive, parse_timestamp
-from airflow_crashsafe.watchdog.pg_sessions import AirflowTable
+from airflow_crashsafe.watchdog.pg_sessions import Relation
 
 __all__ = [
     "CLOCK_MARGIN",
@@ -68,11 +68,14 @@ _INSUFFICIENT_PRIVILEGE = "42501"
 
 @dataclass(frozen=True)
 class TableLock:
-    """A table-level lock a session holds: the relation's oid, its name as read, the lock mode."""
+    """A table-level lock a session holds: on which table (by oid), in which mode."""
 
-    oid: int
-    table: str
+    table: Relation
     mode: str
+
+    @property
+    def oid(self) -> int:
+        return self.table.oid
 
     def __str__(self) -> str:
         return f"{self.table} {self.mode}"
@@ -151,14 +154,14 @@ class IdleTransaction:
         return out
 
 
-def _from_row(row: tuple[Any, ...], database: str, tables: Mapping[int, AirflowTable]) -> IdleTransaction:
+def _from_row(row: tuple[Any, ...], database: str, tables: Mapping[int, Relation]) -> IdleTransaction:
     pid, state, backend_start, xact_start, idle_since, db_now, user, app, host, port, oids, modes = row
     client = f"{host}:{port}" if host else ("local socket" if port == -1 else None)
     stamps = [parse_timestamp(value) for value in (backend_start, xact_start, idle_since, db_now)]
     assert all(stamp is not None for stamp in stamps)  # an idle-in-transaction session has them all
     started, began, idle, now = (stamp for stamp in stamps if stamp is not None)
     locks = tuple(
-        TableLock(int(oid), str(tables[int(oid)]) if int(oid) in tables else f"oid {oid}", str(mode))
+        TableLock(tables.get(int(oid), Relation(int(oid), "?", f"oid {oid}")), str(mode))
         for oid, mode in zip(oids, modes, strict=True)
     )
     return IdleTransaction(
@@ -193,7 +196,8 @@ def prove_orphaned(
     (a)); ``schedulers`` the scheduler ``job`` rows; ``threshold`` the heartbeat age that means dead.
     """
     live = tuple(job for job in schedulers if is_alive(job, now, threshold))
-    tx = replace(tx, live=live, on_airflow_tables=any(lock.oid in tables for lock in tx.locks))
+    airflow = tuple(lock for lock in tx.locks if lock.oid in tables)  # the others are never considered
+    tx = replace(tx, live=live, locks=airflow or tx.locks, on_airflow_tables=bool(airflow))
     if not tx.on_airflow_tables:
         return _not_proven(tx, "it holds no row lock on Airflow's scheduler tables in the metadata schema")
     if not live:

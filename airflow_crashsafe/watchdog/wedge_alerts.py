@@ -88,7 +88,7 @@ def _wedged(tx: IdleTransaction) -> Condition:
 
 
 def _holder(tx: IdleTransaction) -> Condition:
-    pool = any(lock.table.endswith(".slot_pool") for lock in tx.locks)
+    pool = any(lock.table.name == "slot_pool" for lock in tx.locks)
     summary = (
         f"Session holding the scheduler's locks, not proven a dead scheduler's: not terminated, a "
         f"person decides (backend pid {tx.pid}, user {tx.user or '?'}, application "

@@ -142,6 +142,21 @@ def test_heal_terminates_the_orphan_and_the_resolve_says_so(
     assert incidents == {}
 
 
+def test_a_wedge_without_the_identity_is_paged_for_a_person_never_ended(
+    metadata_db: str, wedge_factory: WedgeFactory
+) -> None:
+    """A scheduler without the plugin wedges: timing fits, --heal ends nothing, a critical page says why."""
+    wedge, _ = crash_and_restart(metadata_db, wedge_factory, named=False)
+    _, alerts = evaluate({}, observe(metadata_db, heal=True), RULES)
+    [page] = alerts
+    assert page.dedup_key.split(":")[2:4] == ["scheduler_lock_holder", str(wedge.backend_pid)]
+    assert page.severity == "critical"
+    assert "not an Airflow scheduler's identity" in page.details["why_not_terminated"]
+    assert f"WHERE pid = {wedge.backend_pid} AND backend_start = " in page.details["remedy"]
+    assert session_exists(metadata_db, wedge.backend_pid)
+    assert not scheduler_can_lock_pools(metadata_db)
+
+
 def test_live_scheduler_sessions_and_ordinary_sessions_are_never_touched(
     metadata_db: str,
 ) -> None:

@@ -16,6 +16,7 @@ import pytest
 from airflow_crashsafe.component_identity.name import application_name
 from airflow_crashsafe.watchdog import cli
 from airflow_crashsafe.watchdog.health import JobRecord, Observation
+from airflow_crashsafe.watchdog.pg_sessions import Relation
 from airflow_crashsafe.watchdog.rules import Rules, evaluate
 from airflow_crashsafe.watchdog.wedge import IdleTransaction, TableLock, prove_orphaned
 from airflow_crashsafe.watchdog.wedge_alerts import stall_cause
@@ -26,13 +27,13 @@ HOST = "sched-host"
 RULES = Rules(expect_triggerer="no", expect_dag_processor="no")
 
 #: Airflow's scheduler tables in the metadata schema, by oid; then look-alikes in other schemas.
-POOL = TableLock(16400, "public.slot_pool", "RowShareLock")
-TI_ROWS = TableLock(16410, "public.task_instance", "RowShareLock")
-TI_WRITE = TableLock(16410, "public.task_instance", "RowExclusiveLock")
+POOL = TableLock(Relation(16400, "public", "slot_pool"), "RowShareLock")
+TI_ROWS = TableLock(Relation(16410, "public", "task_instance"), "RowShareLock")
+TI_WRITE = TableLock(Relation(16410, "public", "task_instance"), "RowExclusiveLock")
 AIRFLOW = {16400, 16410, 16420}
-APP_JOB = TableLock(24001, "app.job", "RowExclusiveLock")
-ANALYTICS_JOB = TableLock(24002, "analytics.job", "RowShareLock")
-JOB_POOL = TableLock(24003, "job.slot_pool", "RowShareLock")
+APP_JOB = TableLock(Relation(24001, "app", "job"), "RowExclusiveLock")
+ANALYTICS_JOB = TableLock(Relation(24002, "analytics", "job"), "RowShareLock")
+JOB_POOL = TableLock(Relation(24003, "job", "slot_pool"), "RowShareLock")
 
 
 def scheduler(job_id: int, started: datetime, beat: datetime, state: str = "running") -> JobRecord:
@@ -325,3 +326,12 @@ def test_heal_and_wedge_threshold_from_the_config_file(tmp_path: Path) -> None:
     merged, _ = cli.settings(parse("--config", str(path), "--wedge-threshold", "30"))
     assert merged["wedge_threshold"] == 30.0
     assert cli.settings(parse())[0]["heal"] is False
+
+
+def test_locks_on_look_alike_tables_are_never_considered_not_even_for_severity() -> None:
+    """A session on job.slot_pool and public.task_instance: only the latter is named, and it is a warning."""
+    tx = judge(session("psql", (JOB_POOL, TI_WRITE), user="bob"))
+    assert tx.locks == (TI_WRITE,)
+    [page] = pages(tx)
+    assert page.severity == "warning"
+    assert page.details["locks"] == ["public.task_instance RowExclusiveLock"]
