@@ -26,6 +26,7 @@ __all__ = [
     "idle_lock_holders",
     "metadata_tables",
     "scheduler_jobs",
+    "session_names",
     "terminate",
 ]
 
@@ -70,6 +71,11 @@ LIMIT 20
 _HIDDEN = (
     "SELECT count(*), current_user, current_database() FROM pg_stat_activity "
     "WHERE datname = current_database() AND backend_type IS NULL"  # what another role's session shows
+)
+# application_name is shown for every role's sessions, also without pg_read_all_stats.
+_SESSION_NAMES = (
+    "SELECT COALESCE(application_name, ''), count(*) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1 ORDER BY 2 DESC, 1"
 )
 _SCHEDULER_JOBS = (
     "SELECT id, state, latest_heartbeat, hostname, start_date FROM job "
@@ -135,6 +141,11 @@ def hidden_sessions(conn: Any) -> tuple[int, str, str]:
     """How many client sessions' state this role cannot see, the role's name and the database's."""
     count, user, database = _fetch(conn, _HIDDEN)[0]
     return int(count), str(user), str(database)
+
+
+def session_names(conn: Any) -> dict[str, int]:
+    """How many sessions of this database (other than this one) carry each ``application_name``."""
+    return {str(name): int(count) for name, count in _fetch(conn, _SESSION_NAMES)}
 
 
 def scheduler_jobs(conn: Any, since: datetime, ids: Sequence[int] = ()) -> list[JobRecord]:
