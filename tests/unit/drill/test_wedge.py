@@ -41,7 +41,7 @@ def _fact(**changes: Any) -> WedgeFact:
         heal_available=True,
         heal_started_at=T0 + 162,
         page_at=T0 + 170,
-        page_key="crashsafe:airflow:scheduler_wedged:4242:1",
+        page_key="scheduler_wedged:4242",
         page_summary="trigger critical: Restarted scheduler blocked by a dead scheduler's open transaction",
         backend_gone_at=T0 + 171,
         recovered_at=T0 + 173,
