@@ -13,9 +13,10 @@ __all__ = ["DESCRIPTION", "EPILOG", "add_arguments", "render", "run"]
 
 DESCRIPTION = textwrap.fill(
     "Check this Airflow deployment for the hazards airflow-crashsafe knows (the metadata DB's "
-    "idle_in_transaction_session_timeout, a live triggerer when adoption is on, the store connection "
-    "seen from here, executor settings that make Airflow run a try twice) and print each with its "
-    "fix. Reads Airflow's configuration where it runs; needs no scheduler.",
+    "idle_in_transaction_session_timeout, the identity the scheduler's metadata sessions carry for "
+    "watch --heal, a live triggerer when adoption is on, the store connection seen from here, "
+    "executor settings that make Airflow run a try twice) and print each with its fix. Reads "
+    "Airflow's configuration where it runs; only the session identity needs a running scheduler.",
     width=79,
 )
 EPILOG = "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
