@@ -5,7 +5,7 @@ can tell a repeat from a new payload and replay a success. None of it may hold a
 the task log, XCom, ``airflow-crashsafe ledger show`` and the UI all pass through this one policy.
 What is sent to the target is never changed: the policy applies to copies.
 
-Secrets are recognised by shape (:mod:`airflow_crashsafe.secret_shapes` says which shapes):
+Secrets are recognised by shape (:mod:`airflow_crashsafe.secret_shapes` holds the shapes):
 
 - A **secret key**, at any depth of JSON, form fields, query parameters and ``name=value`` text,
   is one whose name, in any case style, reads as a credential (``pwd``, ``jwt``,
@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from airflow_crashsafe.known_secrets import KnownSecrets
 from airflow_crashsafe.secret_shapes import (
     MASK,
     SECRET_KEY_PATTERN,
     Found,
+    KnownSecrets,
+    basic_password,
     key_words,
     mask_path,
     mask_text,
@@ -201,7 +202,7 @@ class RedactionPolicy:
             if len(words) > 1:  # "Bearer X": X on its own too
                 found.add(words[-1])
             if len(words) == 2 and words[0].lower() == "basic":
-                found.add(_basic_password(words[1]))
+                found.add(basic_password(words[1]))
 
     def log_masks(self) -> set[str]:
         """What Airflow's masker must hide in the task log: the known secrets in their plain forms."""
@@ -215,16 +216,16 @@ class RedactionPolicy:
 
     def value(self, value: Any, _depth: int = 0) -> Any:
         """A JSON-like copy of ``value``: secret keys masked at any depth, strings scrubbed (keys too)."""
-        if value is None or type(value) in (int, float, bool):
+        kind = type(value)
+        if value is None or kind is int or kind is float or kind is bool:
             return value
+        if kind is str:  # the common leaf first: the walk is on the hot path of every call
+            return self.text(value)
         if _depth > 20:
             return MASK
-        if isinstance(value, Mapping):
-            return {
-                mask_text(str(k), names=self.is_secret_key): self._field(str(k), v, _depth)
-                for k, v in value.items()
-            }
-        if isinstance(value, list | tuple):
+        if kind is dict or isinstance(value, Mapping):
+            return {_key(str(k)): self._field(str(k), v, _depth) for k, v in value.items()}
+        if kind is list or isinstance(value, list | tuple):
             return [self.value(v, _depth + 1) for v in value]
         if isinstance(value, str):
             return self.text(value)
@@ -315,6 +316,12 @@ class RedactionPolicy:
         return shown
 
 
+@functools.lru_cache(maxsize=4096)
+def _key(name: str) -> str:
+    """A mapping key scrubbed of secret shapes (keys repeat across rows: cached)."""
+    return mask_text(name)
+
+
 def auth_secrets(auth: Any) -> dict[str, str]:
     """What a ``requests`` session authenticates with (a ``(login, password)`` pair or a basic-auth
     object), as secret-named values for :meth:`RedactionPolicy.knowing`: the password and the
@@ -325,13 +332,6 @@ def auth_secrets(auth: Any) -> dict[str, str]:
         return {}
     token = base64.b64encode(f"{login or ''}:{password}".encode()).decode()
     return {"password": password, "authorization": f"Basic {token}"}
-
-
-def _basic_password(credential: str) -> str:
-    try:
-        return base64.b64decode(credential, validate=True).decode().partition(":")[2]
-    except ValueError:
-        return ""
 
 
 def query_params(endpoint: str) -> dict[str, Any]:
