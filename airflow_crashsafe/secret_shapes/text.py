@@ -41,7 +41,7 @@ _DIGEST_PARAM = r"[\w-]+=(?:\"[^\"\r\n]{0,500}\"|[^\s,\"]+)"
 _DIGEST = re.compile(
     rf"\bDigest[ \t]+(?P<params>{_DIGEST_PARAM}(?:[ \t]*,[ \t]*{_DIGEST_PARAM})*)", re.IGNORECASE
 )
-_B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
+_B64 = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
 _USER_PASSWORD = re.compile(r"[^\s:]{1,128}:\S{4,}")
 _XML_ELEMENT = re.compile(
     r"<(?P<tag>[A-Za-z_][\w:.-]{0,63})(?:\s[^<>]{0,500})?>(?P<value>[^<]{1,2000})</(?P=tag)\s*>"
