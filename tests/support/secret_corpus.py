@@ -12,6 +12,7 @@ import base64
 import random
 import string
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote, quote_plus
 
@@ -22,6 +23,8 @@ HEX = "0123456789abcdef"
 B64 = ALNUM + "+/"
 URLSAFE = ALNUM + "-_"
 UPPER = string.ascii_uppercase + string.digits
+DIGITS = string.digits
+LOWER = string.ascii_lowercase + string.digits
 
 
 @dataclass(frozen=True)
@@ -71,194 +74,156 @@ def basic(user: str, password: str) -> str:
     return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-def text_shapes(seed: int = 27) -> list[Shape]:
-    """At least 50 secrets as they appear in error texts, responses and string values."""
-    t = Tokens(seed)
-    shapes: list[Shape] = []
-
-    def add(name: str, secret: str, text: str) -> None:
-        shapes.append(Shape(name, secret, text))
-
-    jwt = t.jwt()
-    add("jwt", jwt.rsplit(".", 1)[1], f"session renewed with {jwt} for svc")
-    for name, token in [
-        ("github_pat_classic", f"ghp_{t.chars(ALNUM, 36)}"),
-        ("github_pat_fine_grained", f"github_pat_{t.chars(ALNUM, 22)}_{t.chars(ALNUM, 59)}"),
-        ("gitlab_pat", f"glpat-{t.chars(URLSAFE, 20)}"),
-        (
-            "slack_bot_token",
-            f"xoxb-{t.chars(string.digits, 12)}-{t.chars(string.digits, 13)}-{t.chars(ALNUM, 24)}",
-        ),
-        ("stripe_live_key", f"sk_live_{t.chars(ALNUM, 99)}"),
-        ("stripe_webhook_secret", f"whsec_{t.chars(ALNUM, 32)}"),
-        ("google_api_key", f"AIza{t.chars(URLSAFE, 35)}"),
-        ("google_oauth_token", f"ya29.{t.chars(URLSAFE, 120)}"),
-        ("sendgrid_key", f"SG.{t.chars(URLSAFE, 22)}.{t.chars(URLSAFE, 43)}"),
-        ("twilio_api_key", f"SK{t.chars(HEX, 32)}"),
-        ("npm_token", f"npm_{t.chars(ALNUM, 36)}"),
-        ("pypi_token", f"pypi-AgEIcHlwaS5vcmc{t.chars(URLSAFE, 60)}"),
-        ("openai_key", f"sk-proj-{t.chars(URLSAFE, 48)}"),
-        ("anthropic_key", f"sk-ant-api03-{t.chars(URLSAFE, 93)}"),
-        ("databricks_token", f"dapi{t.chars(HEX, 32)}"),
-        ("huggingface_token", f"hf_{t.chars(ALNUM, 34)}"),
-        ("shopify_token", f"shpat_{t.chars(HEX, 32)}"),
-        ("mailgun_key", f"key-{t.chars(HEX, 32)}"),
-        ("vault_token", f"hvs.{t.chars(URLSAFE, 90)}"),
-        ("doppler_token", f"dp.pt.{t.chars(ALNUM, 43)}"),
-        ("docker_hub_token", f"dckr_pat_{t.chars(URLSAFE, 27)}"),
-        ("new_relic_key", f"NRAK-{t.chars(UPPER, 27)}"),
-        ("telegram_bot_token", f"{t.chars(string.digits, 10)}:AA{t.chars(URLSAFE, 33)}"),
-    ]:
-        add(name, token, f"request failed for credential {token} (401)")
-    key_id, key = f"AKIA{t.chars(UPPER, 16)}", t.chars(B64, 40)
-    add("aws_access_key_id", key_id, f"aws configure set {key_id} {key}")
-    add("aws_secret_access_key", key, f"aws configure set {key_id} {key}")
-    add(
-        "slack_webhook",
-        (s := t.chars(ALNUM, 24)),
-        f"POST https://hooks.slack.com/services/T{t.chars(UPPER, 8)}/B{t.chars(UPPER, 10)}/{s} -> 404",
-    )
-    add(
-        "discord_webhook",
-        (s := t.chars(URLSAFE, 68)),
-        f"https://discord.com/api/webhooks/{t.chars(string.digits, 18)}/{s}",
-    )
-    add(
-        "teams_webhook",
-        (s := t.chars(HEX, 32)),
-        f"https://acme.webhook.office.com/webhookb2/{t.uuid()}@{t.uuid()}/IncomingWebhook/{s}/{t.uuid()}",
-    )
-    add(
-        "telegram_bot_url",
-        (s := f"{t.chars(string.digits, 10)}:AA{t.chars(URLSAFE, 33)}"),
-        f"GET https://api.telegram.org/bot{s}/getMe",
-    )
-    add(
-        "zapier_hook",
-        (s := t.chars(string.ascii_lowercase + string.digits, 7)),
-        f"https://hooks.zapier.com/hooks/catch/{t.chars(string.digits, 7)}/{s}/",
-    )
-    account_key = t.b64(64)
-    add(
+#: Token formats, each quoted bare in an error text.
+_FORMATS: list[tuple[str, Callable[[Tokens], str]]] = [
+    ("github_pat_classic", lambda t: f"ghp_{t.chars(ALNUM, 36)}"),
+    ("github_pat_fine_grained", lambda t: f"github_pat_{t.chars(ALNUM, 22)}_{t.chars(ALNUM, 59)}"),
+    ("gitlab_pat", lambda t: f"glpat-{t.chars(URLSAFE, 20)}"),
+    ("slack_bot_token", lambda t: f"xoxb-{t.chars(DIGITS, 12)}-{t.chars(DIGITS, 13)}-{t.chars(ALNUM, 24)}"),
+    ("stripe_live_key", lambda t: f"sk_live_{t.chars(ALNUM, 99)}"),
+    ("stripe_webhook_secret", lambda t: f"whsec_{t.chars(ALNUM, 32)}"),
+    ("google_api_key", lambda t: f"AIza{t.chars(URLSAFE, 35)}"),
+    ("google_oauth_token", lambda t: f"ya29.{t.chars(URLSAFE, 120)}"),
+    ("sendgrid_key", lambda t: f"SG.{t.chars(URLSAFE, 22)}.{t.chars(URLSAFE, 43)}"),
+    ("twilio_api_key", lambda t: f"SK{t.chars(HEX, 32)}"),
+    ("npm_token", lambda t: f"npm_{t.chars(ALNUM, 36)}"),
+    ("pypi_token", lambda t: f"pypi-AgEIcHlwaS5vcmc{t.chars(URLSAFE, 60)}"),
+    ("openai_key", lambda t: f"sk-proj-{t.chars(URLSAFE, 48)}"),
+    ("anthropic_key", lambda t: f"sk-ant-api03-{t.chars(URLSAFE, 93)}"),
+    ("databricks_token", lambda t: f"dapi{t.chars(HEX, 32)}"),
+    ("huggingface_token", lambda t: f"hf_{t.chars(ALNUM, 34)}"),
+    ("shopify_token", lambda t: f"shpat_{t.chars(HEX, 32)}"),
+    ("mailgun_key", lambda t: f"key-{t.chars(HEX, 32)}"),
+    ("vault_token", lambda t: f"hvs.{t.chars(URLSAFE, 90)}"),
+    ("doppler_token", lambda t: f"dp.pt.{t.chars(ALNUM, 43)}"),
+    ("docker_hub_token", lambda t: f"dckr_pat_{t.chars(URLSAFE, 27)}"),
+    ("new_relic_key", lambda t: f"NRAK-{t.chars(UPPER, 27)}"),
+    ("telegram_bot_token", lambda t: f"{t.chars(DIGITS, 10)}:AA{t.chars(URLSAFE, 33)}"),
+]
+#: Secrets in the text they travel in; ``{s}`` is the secret, ``{q}`` it URL-encoded, ``{b}`` the
+#: Basic credential of ``etl:{s}``, and ``{u}``, ``{d}``, ``{x}`` a UUID, 18 digits, 32 hex digits.
+_IN_TEXT: list[tuple[str, str, str]] = [
+    ("slack_webhook", "alnum24", "POST https://hooks.slack.com/services/T0AB12CD3/B0AB12CD34E/{s} -> 404"),
+    ("discord_webhook", "urlsafe68", "https://discord.com/api/webhooks/{d}/{s}"),
+    ("teams_webhook", "hex32", "https://acme.webhook.office.com/webhookb2/{u}@{u}/IncomingWebhook/{s}/{u}"),
+    ("telegram_bot_url", "telegram", "GET https://api.telegram.org/bot{s}/getMe"),
+    ("zapier_hook", "lower7", "https://hooks.zapier.com/hooks/catch/{d}/{s}/"),
+    (
         "azure_storage_connection_string",
-        account_key,
-        f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={account_key};EndpointSuffix=core.windows.net",
-    )
-    add(
-        "azure_service_bus_connection_string",
-        (s := t.b64(32)),
-        f"Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={s}",
-    )
-    add(
-        "azure_sas_url",
-        (s := quote(t.b64(32), safe="")),
-        f"https://acme.blob.core.windows.net/c/x.csv?sv=2022-11-02&se=2030-01-01&sr=b&sp=r&sig={s}",
-    )
-    add(
+        "b64_64",
+        "AccountName=acme;AccountKey={s};EndpointSuffix=core.windows.net",
+    ),
+    (
+        "azure_service_bus",
+        "b64_32",
+        "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={s}",
+    ),
+    ("azure_sas_url", "b64_32", "https://acme.blob.core.windows.net/c/x.csv?sv=2022-11-02&sr=b&sp=r&sig={q}"),
+    (
         "azure_sas_token",
-        (s := t.b64(32)),
-        f"SharedAccessSignature sr=acme.servicebus.windows.net&sig={quote(s, safe='')}&se=1700000000",
-    )
-    add(
+        "b64_32",
+        "SharedAccessSignature sr=acme.servicebus.windows.net&sig={q}&se=1700000000",
+    ),
+    (
         "sql_server_connection_string",
-        (p := t.password()),
-        f"Server=tcp:db.acme.net,1433;Database=dw;User ID=etl;Password={p};Encrypt=True",
-    )
-    add(
-        "sql_server_password_with_space",
-        (p := t.chars(ALNUM, 6)),
-        f"Data Source=db;User Id=etl;Password=correct horse {p};",
-    )
-    add("odbc_pwd", (p := t.password()), f"Driver={{ODBC Driver 18}};Server=db;Uid=etl;Pwd={p};")
-    add(
-        "snowflake_url",
-        (p := t.password()),
-        f"snowflake://etl:{quote(p, safe='')}@acme-xy12345/dw/public?warehouse=etl_wh",
-    )
-    add(
+        "password",
+        "Server=tcp:db,1433;Database=dw;User ID=etl;Password={s};Encrypt=True",
+    ),
+    ("sql_server_password_with_space", "alnum6", "Data Source=db;User Id=etl;Password=correct horse {s};"),
+    ("odbc_pwd", "password", "Driver={{ODBC Driver 18}};Server=db;Uid=etl;Pwd={s};"),
+    ("snowflake_url", "password", "snowflake://etl:{q}@acme-xy12345/dw/public?warehouse=etl_wh"),
+    (
         "snowflake_connection_string",
-        (p := t.password()),
-        f"account=acme-xy12345;user=etl;password={p};warehouse=etl_wh",
-    )
-    add(
+        "password",
+        "account=acme-xy12345;user=etl;password={s};warehouse=etl_wh",
+    ),
+    (
         "databricks_jdbc",
-        (s := f"dapi{t.chars(HEX, 32)}"),
-        f"jdbc:databricks://acme.cloud.databricks.com:443/default;transportMode=http;ssl=1;AuthMech=3;UID=token;PWD={s}",
-    )
-    add(
-        "postgres_url",
-        (p := t.password()),
-        f"could not connect to postgresql://etl:{quote(p, safe='')}@db.acme.net:5432/dw",
-    )
-    add(
-        "basic_auth_url",
-        (p := t.password()),
-        f"GET https://etl:{quote(p, safe='')}@api.acme.com/v1/export failed",
-    )
-    user_password = t.chars(ALNUM, 14)
-    add(
-        "authorization_basic",
-        basic("etl", user_password),
-        f"Authorization: Basic {basic('etl', user_password)}",
-    )
-    add(
-        "basic_in_prose",
-        basic("svc", s := t.chars(ALNUM, 3)),
-        f"proxy rejected Basic {basic('svc', s)} for svc",
-    )
-    add("bearer_in_prose", (s := t.chars(URLSAFE, 40)), f"upstream said Bearer {s} has expired")
-    add("authorization_token", (s := t.chars(HEX, 40)), f"Authorization: Token {s}")
-    add(
+        "dapi",
+        "jdbc:databricks://acme.cloud.databricks.com:443/default;AuthMech=3;UID=token;PWD={s}",
+    ),
+    ("postgres_url", "password", "could not connect to postgresql://etl:{q}@db.acme.net:5432/dw"),
+    ("basic_auth_url", "password", "GET https://etl:{q}@api.acme.com/v1/export failed"),
+    ("authorization_basic", "alnum14", "Authorization: Basic {b}"),
+    ("basic_in_prose", "alnum3", "proxy rejected Basic {b} for svc"),
+    ("bearer_in_prose", "urlsafe40", "upstream said Bearer {s} has expired"),
+    ("authorization_token", "hex40", "Authorization: Token {s}"),
+    (
         "digest_response",
-        (s := t.chars(HEX, 32)),
-        f'Authorization: Digest username="etl", realm="api", nonce="{t.chars(HEX, 32)}", response="{s}"',
-    )
-    add("datadog_api_key", (s := t.chars(HEX, 32)), f"DD-API-KEY: {s}")
-    add("azure_functions_key", (s := t.chars(URLSAFE, 54)), f"x-functions-key: {s}")
-    add("apim_subscription_key", (s := t.chars(HEX, 32)), f"Ocp-Apim-Subscription-Key: {s}")
-    add("set_cookie", (s := t.chars(URLSAFE, 32)), f"Set-Cookie: session={s}; Path=/; HttpOnly; Secure")
-    add("cookie_header", (s := t.chars(URLSAFE, 32)), f"Cookie: theme=dark; sid={s}; lang=en")
-    add(
+        "hex32",
+        'Authorization: Digest username="etl", realm="api", nonce="{x}", response="{s}"',
+    ),
+    ("datadog_api_key", "hex32", "DD-API-KEY: {s}"),
+    ("azure_functions_key", "urlsafe40", "x-functions-key: {s}"),
+    ("apim_subscription_key", "hex32", "Ocp-Apim-Subscription-Key: {s}"),
+    ("set_cookie", "urlsafe40", "Set-Cookie: session={s}; Path=/; HttpOnly; Secure"),
+    ("cookie_header", "urlsafe40", "Cookie: theme=dark; sid={s}; lang=en"),
+    (
         "oauth_client_secret_form",
-        (s := t.chars(URLSAFE, 40)),
-        f"grant_type=client_credentials&client_id=etl&client_secret={s}",
-    )
-    add(
-        "oauth_refresh_token_form",
-        (s := t.chars(URLSAFE, 60)),
-        f"grant_type=refresh_token&refresh_token={s}&client_id=etl",
-    )
-    add("json_pwd", (p := t.password()), f'{{"user": "etl", "pwd": "{p}"}}')
-    add(
-        "json_connection_string",
-        (s := t.b64(64)),
-        f'{{"connectionString": "AccountName=acme;AccountKey={s}"}}',
-    )
-    add("escaped_json_password", (p := t.chars(ALNUM, 16)), f'body was {{\\"password\\": \\"{p}\\"}}')
-    add(
-        "xml_password",
-        (p := t.password()),
-        f"<Credentials><User>etl</User><Password>{p}</Password></Credentials>",
-    )
-    add("cli_password_flag", (p := t.password()), f"mysql -h db -u etl --password {p} dw")
-    add("curl_user", (p := t.password()), f"curl -u etl:{p} https://api.acme.com/v1/export")
-    add("password_in_prose", (p := t.password()), f"The password is '{p}' for user etl")
-    rsa_line, rsa = t.pem("RSA PRIVATE KEY")
-    add("rsa_private_key", rsa_line, f"key file:\n{rsa}\n")
-    ssh_line, ssh = t.pem("OPENSSH PRIVATE KEY")
-    add("openssh_private_key", ssh_line, ssh)
-    pgp_line, pgp = t.pem("PGP PRIVATE KEY BLOCK")
-    add("pgp_private_key", pgp_line, pgp)
-    add(
-        "base64_password_pair", (s := t.chars(ALNUM, 20)), base64.b64encode(f"password={s}".encode()).decode()
-    )
-    add("base64_user_password", (s := t.chars(ALNUM, 20)), base64.b64encode(f"etl:{s}".encode()).decode())
-    add(
+        "urlsafe40",
+        "grant_type=client_credentials&client_id=etl&client_secret={s}",
+    ),
+    ("oauth_refresh_token_form", "urlsafe68", "grant_type=refresh_token&refresh_token={s}&client_id=etl"),
+    ("json_pwd", "password", '{{"user": "etl", "pwd": "{s}"}}'),
+    ("json_connection_string", "b64_64", '{{"connectionString": "AccountName=acme;AccountKey={s}"}}'),
+    ("escaped_json_password", "alnum24", 'body was {{\\"password\\": \\"{s}\\"}}'),
+    ("xml_password", "password", "<Credentials><User>etl</User><Password>{s}</Password></Credentials>"),
+    ("cli_password_flag", "password", "mysql -h db -u etl --password {s} dw"),
+    ("curl_user", "password", "curl -u etl:{s} https://api.acme.com/v1/export"),
+    ("password_in_prose", "password", "The password is '{s}' for user etl"),
+    (
         "url_encoded_webhook",
-        (s := t.chars(ALNUM, 24)),
-        "callback=" + quote(f"https://hooks.slack.com/services/T0000AAAA/B0000BBBB/{s}", safe=""),
-    )
-    add("url_encoded_form", (s := t.chars(ALNUM, 24)), quote(f"client_secret={s}&scope=read", safe=""))
+        "alnum24",
+        "callback=https%3A%2F%2Fhooks.slack.com%2Fservices%2FT0AB12%2FB0AB12%2F{s}",
+    ),
+    ("url_encoded_form", "alnum24", "client_secret%3D{s}%26scope%3Dread"),
+]
+
+
+def _secret(t: Tokens, kind: str) -> str:
+    if kind == "password":
+        return t.password()
+    if kind == "telegram":
+        return f"{t.chars(DIGITS, 10)}:AA{t.chars(URLSAFE, 33)}"
+    if kind == "dapi":
+        return f"dapi{t.chars(HEX, 32)}"
+    if kind.startswith("b64_"):
+        return t.b64(int(kind[4:]))
+    alphabet, length = kind.rstrip(string.digits), int(kind[len(kind.rstrip(string.digits)) :])
+    return t.chars({"alnum": ALNUM, "urlsafe": URLSAFE, "hex": HEX, "lower": LOWER}[alphabet], length)
+
+
+def text_shapes(seed: int = 27) -> list[Shape]:
+    """Over 60 secrets as they appear in error texts, responses and string values."""
+    t = Tokens(seed)
+    shapes = []
+    for name, make in _FORMATS:
+        token = make(t)
+        shapes.append(Shape(name, token, f"request failed for credential {token} (401)"))
+    for name, kind, template in _IN_TEXT:
+        s = _secret(t, kind)
+        fields = {
+            "s": s,
+            "q": quote(s, safe=""),
+            "b": basic("etl", s),
+            "u": t.uuid(),
+            "d": t.chars(DIGITS, 18),
+        }
+        text = template.format(**fields, x=t.chars(HEX, 32))
+        shapes.append(Shape(name, fields["b"] if "{b}" in template else s, text))
+    jwt = t.jwt()
+    shapes.append(Shape("jwt", jwt.rsplit(".", 1)[1], f"session renewed with {jwt} for svc"))
+    key_id, key = f"AKIA{t.chars(UPPER, 16)}", t.chars(B64, 40)
+    shapes += [
+        Shape("aws_access_key_id", key_id, f"aws configure set {key_id} {key}"),
+        Shape("aws_secret_access_key", key, f"aws configure set {key_id} {key}"),
+    ]
+    for label in ("RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PGP PRIVATE KEY BLOCK"):
+        line, pem = t.pem(label)
+        shapes.append(Shape(label.lower().replace(" ", "_"), line, f"key file:\n{pem}\n"))
+    for name, template in (("base64_password_pair", "password={s}"), ("base64_user_password", "etl:{s}")):
+        s = t.chars(ALNUM, 20)
+        shapes.append(Shape(name, s, base64.b64encode(template.format(s=s).encode()).decode()))
     return shapes
 
 
