@@ -33,7 +33,7 @@ from airflow_crashsafe.effects.in_flight import InFlightWait
 from airflow_crashsafe.effects.keys import derive_key
 from airflow_crashsafe.errors import ConfigurationError, FencedOut, IdempotencyConflict, OutcomeUnknown
 from airflow_crashsafe.identity import Attempt, Slot, attempt_from_context, current_context, slot_from_context
-from airflow_crashsafe.redaction import DEFAULT_POLICY, RedactionPolicy
+from airflow_crashsafe.redaction import DEFAULT_POLICY, RedactionPolicy, mask_in_task_log
 from airflow_crashsafe.store import fences
 from airflow_crashsafe.store import ledger as ledger_sql
 from airflow_crashsafe.store.ledger import LedgerEntry
@@ -127,6 +127,8 @@ def begin_call(
     key = derive_key(slot, target, version)
     store = store or open_store()
     policy = (redaction or DEFAULT_POLICY).knowing(request)
+    # Airflow's masker then hides them in the task log too (an effect's own exception may quote them).
+    mask_in_task_log(policy.log_masks())
     opaque = policy.opaque_digest(request)
     request = policy.value(request)
     if opaque is not None:  # masked only for reading as random: it may be the payload, so it counts
