@@ -2,7 +2,8 @@
 
 Fixtures: ``postgres_server_url`` (session; admin URL of a real PostgreSQL), ``postgres_url`` (a
 fresh database for one test, dropped afterwards), ``mariadb_server_url`` / ``mariadb_url`` (the
-same on a throwaway MariaDB), ``sqlite_url`` and ``duckdb_url`` (temp files),
+same on a throwaway MariaDB; ``mariadb_connector_url`` reaches it through mysql-connector-python),
+``sqlite_url`` and ``duckdb_url`` (temp files),
 ``airflow_conn`` (sets ``AIRFLOW_CONN_<ID>`` for one test) and ``configured_store`` (the crashsafe
 store as configured, on PostgreSQL and on the embedded SQLite file).
 
@@ -41,6 +42,7 @@ from airflow_crashsafe.testing.postgres import (  # noqa: E402
     make_database,
     start_cluster,
 )
+from tests.support.engines import ENGINES, MYSQL_CLIENTS  # noqa: E402
 
 
 def _in_ci() -> bool:
@@ -175,6 +177,19 @@ def mariadb_url(mariadb_server_url: str) -> Iterator[str]:
         yield url
     finally:
         drop_mariadb(mariadb_server_url, url)
+
+
+@pytest.fixture
+def mariadb_connector_url(mariadb_url: str) -> str:
+    """:func:`mariadb_url` opened through mysql-connector-python (``?client=``, as a connection's extra)."""
+    return f"{mariadb_url}?client=mysql-connector-python"
+
+
+@pytest.fixture(params=list(MYSQL_CLIENTS))
+def mariadb_client_url(request: pytest.FixtureRequest) -> str:
+    """A fresh MariaDB database through each MySQL client MySqlHook opens (``tests.support.engines``)."""
+    url: str = request.getfixturevalue(ENGINES[request.param])
+    return url
 
 
 @pytest.fixture(scope="session")

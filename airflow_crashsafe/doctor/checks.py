@@ -9,6 +9,7 @@ from airflow_crashsafe.doctor.executor import check_celery, check_heartbeat_time
 from airflow_crashsafe.doctor.findings import ERROR, Finding
 from airflow_crashsafe.doctor.metadata import check_idle_transaction_timeout, check_triggerer_for_adoption
 from airflow_crashsafe.doctor.store_conn import check_store_connection
+from airflow_crashsafe.dsn import mask_dsn_text
 from airflow_crashsafe.errors import ConfigurationError
 
 __all__ = ["CHECKS", "DoctorSettings", "run_checks"]
@@ -42,7 +43,7 @@ def run_checks(settings: DoctorSettings | None = None) -> list[Finding]:
         except ConfigurationError:
             raise
         except Exception as exc:  # one unreadable part must not hide the other hazards
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            message = mask_dsn_text(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
             findings.append(
                 Finding(name, ERROR, f"could not check from here: {type(exc).__name__}: {message}"[:500])
             )

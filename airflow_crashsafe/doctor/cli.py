@@ -7,6 +7,7 @@ import json
 import textwrap
 
 from airflow_crashsafe.doctor.findings import EXIT_CODES, HAZARD, Finding, exit_code
+from airflow_crashsafe.limits import DAY, Limit
 
 __all__ = ["DESCRIPTION", "EPILOG", "add_arguments", "render", "run"]
 
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the findings as one JSON object")
     parser.add_argument(
         "--longest-task",
-        type=float,
+        type=Limit(0, 30 * DAY, above=True).argument(example=3600),
         default=3600.0,
         metavar="SECONDS",
         help="how long your longest task runs; a Celery visibility_timeout below it is a hazard "

@@ -1,6 +1,8 @@
 """Secrets in free text: error messages, text responses, log lines, every string of a JSON value.
 
-One pass per shape, in this order (each sees what the ones before it left): PEM private keys;
+One pass per shape, in this order (each sees what the ones before it left): database passwords
+in every form libpq accepts, and the pieces libpq's errors quote (:mod:`airflow_crashsafe.dsn`,
+first, so that no other rule cuts an error's quote apart); PEM private keys;
 URLs (password or token-like user before ``@``, query string, a fragment holding ``=``, path
 segments that carry tokens); paths in text; ``Digest`` parameters; the credential after an
 authorization scheme; token formats (and an AWS secret key beside an access key id); base64 runs
@@ -18,6 +20,7 @@ import binascii
 import re
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus
 
+from airflow_crashsafe.dsn import mask_dsn_text
 from airflow_crashsafe.secret_shapes.formats import AWS_KEY_ID, AWS_SECRET, PRIVATE_KEY, TOKENS
 from airflow_crashsafe.secret_shapes.found import MASK, Found, NameCheck
 from airflow_crashsafe.secret_shapes.names import name_is_secret
@@ -50,7 +53,9 @@ _XML_KEY_VALUE = re.compile(
     r"\b(?:key|name)\s*=\s*\"(?P<name>[^\"]{1,100})\"\s+value\s*=\s*\"(?P<value>[^\"]{0,2000})\""
 )
 _HEADER = re.compile(r"^[ \t]*(?P<name>[A-Za-z][\w-]{0,63})[ \t]*:[ \t]*(?P<value>[^\r\n]+)", re.MULTILINE)
-_KEY = re.compile(r"(?<![\w.])(?P<key>[A-Za-z_][\w.-]{0,63})\\?[\"']?[ \t]*(?:=>|[:=])(?![=/])[ \t]*")
+_KEY = re.compile(
+    r"(?<![\w.])(?P<key>[A-Za-z_][\w.-]{0,63})(?P<quote>\\?[\"'])?[ \t]*(?:=>|[:=])(?![=/])[ \t]*"
+)
 _BARE = re.compile(r"(?:(?:bearer|basic|token|digest)[ \t]+)?[^\s\"'&;<>\\]+", re.IGNORECASE)
 _FLAG = re.compile(
     r"(?<![\w-])-{1,2}(?P<flag>[A-Za-z][\w-]{0,40})(?:[ \t]+|=)"
@@ -88,6 +93,8 @@ def suspect(text: str) -> bool:
 
 
 def _scan(text: str, found: Found, names: NameCheck, *, nested: bool) -> str:
+    if "=" in text or "://" in text or '"' in text:
+        text = _libpq(text, found, names)
     if "-----BEGIN" in text:
         text = PRIVATE_KEY.sub(lambda m: _masked(m, "body", found), text)
     if "://" in text:
@@ -117,6 +124,14 @@ def _scan(text: str, found: Found, names: NameCheck, *, nested: bool) -> str:
     if not nested and _PERCENT.search(text):
         text = _percent_encoded(text, found, names)
     return text
+
+
+def _libpq(text: str, found: Found, names: NameCheck) -> str:
+    """Database passwords in every form libpq accepts, and what libpq's errors quote back."""
+    masked = mask_dsn_text(text)
+    if masked != text:
+        _pairs(text, found, names)  # what was masked, for the caller to know (the text is done)
+    return masked
 
 
 def _masked(match: re.Match[str], group: int | str, found: Found, *, quoted: bool = False) -> str:
@@ -232,8 +247,9 @@ def _pairs(text: str, found: Found, names: NameCheck) -> str:
             continue
         start, end = _value_span(text, match.end())
         value = text[start:end]
-        if _done(value):
-            continue
+        bare_word = start == match.end() and value.isalpha()  # not quoted, and only letters
+        if _done(value) or (match["quote"] and bare_word):
+            continue  # a quoted name before a bare word is prose or a literal: 'sink': Invalid, "pwd": null
         found.add(value)
         if " " in value.strip():
             found.add(value.split()[-1])
