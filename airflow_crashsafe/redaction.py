@@ -186,7 +186,12 @@ class RedactionPolicy:
         return RedactionPolicy(self.fields, self.safe_query_params, frozenset(known))
 
     def _secrets_in(self, value: Any, found: Found, *, secret: bool) -> None:
-        if isinstance(value, Mapping):
+        kind = type(value)
+        if value is None or kind is int or kind is float or kind is bool:
+            return  # the common leaves first: this walks every request
+        if kind is str and not secret:
+            mask_text(value, found, self.is_secret_key)
+        elif kind is dict or isinstance(value, Mapping):
             for k, v in value.items():
                 self._secrets_in(v, found, secret=secret or self.is_secret_key(k))
         elif isinstance(value, list | tuple | set | frozenset):

@@ -30,7 +30,7 @@ __all__ = ["basic_password", "mask_text", "suspect"]
 
 #: Text holds nothing any rule below could mask unless it has one of these characters, a word
 #: of 16 characters or more (every token format is that long), or one of :data:`_SUSPECT_WORDS`.
-_SUSPECT_CHARS = re.compile(r"[=:%/;<]")
+_SUSPECT_CHARS = re.compile(r"[=:%;<]|/[^/\s]*/")  # one slash is a fraction or a version, two a path
 _SUSPECT_WORDS = ("bearer", "basic", "token", "digest", "negotiate", "ntlm", "ssws", "pass", "secret")
 _URL = re.compile(r"\b(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>[^\s\"'<>\\`;]+)")
 _URL_PARTS = re.compile(
