@@ -142,6 +142,6 @@ def test_every_overrun_is_reported_failed_within_a_bound(tmp_path: Path) -> None
         "test_airflow_overrun.py::test_parses_a_dag_then_sleeps",
         "test_caught_overrun.py::test_property_blocks",
     ):
-        assert f"time limit: {ended} still runs {GRACE} s after its {LIMIT} s limit" in output, output
-        assert output.count(f"crashed while running '{ended}'") == 1, output  # not run again
+        # Once: a test run again would be ended again (the summary may repeat the crash line).
+        assert output.count(f"time limit: {ended} still runs {GRACE} s after its {LIMIT} s limit") == 1, output
     assert took < BOUND
