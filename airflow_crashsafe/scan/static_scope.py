@@ -1,0 +1,123 @@
+"""What a walk through a DAG file's syntax tree knows at each point, and the DAGs and tasks it found.
+
+Used by :mod:`.static_dags` (the walk) and :mod:`.static_tasks` (making the tasks).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from airflow_crashsafe.scan.static_module import StaticModule
+from airflow_crashsafe.scan.static_task import StaticTask, template_dag
+from airflow_crashsafe.scan.static_values import Env, LocalEnv, Unresolved, evaluate
+
+__all__ = ["Ctx", "FoundDag", "FoundTask", "bind", "bind_call", "decorator_kind", "kw"]
+
+
+@dataclass
+class FoundDag:
+    """A DAG found in the tree: its id, line, and the arguments its call gave."""
+
+    dag_id: str
+    line: int
+    arguments: dict[str, Any]
+    file: str
+
+    @functools.cached_property
+    def template_dag(self) -> Any:
+        return template_dag(self.dag_id, self.file, self.arguments)
+
+    @property
+    def default_args(self) -> Any:
+        return self.arguments.get("default_args") or {}
+
+
+@dataclass
+class FoundTask:
+    """A task found in the tree: the stand-in the rules judge, its DAG and the line of its call."""
+
+    task: StaticTask
+    dag: FoundDag
+    line: int
+    file: str
+
+
+@dataclass
+class Ctx:
+    """Where the walk is: the module and names in scope, the open DAG, the task group prefix."""
+
+    module: StaticModule
+    env: Env
+    dag: FoundDag | None = None
+    prefix: str = ""
+    depth: int = 0
+    dags: dict[str, FoundDag] = field(default_factory=dict)
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+
+    def with_env(self, names: dict[str, Any]) -> Ctx:
+        return replace(self, env=LocalEnv(names, self.env), dags=dict(self.dags))
+
+
+def decorator_kind(dec: ast.expr, module: StaticModule) -> tuple[str, str, ast.Call | None]:
+    """(``task`` | ``dag`` | ``task_group`` | "", the ``@task.<kind>``, the decorator call) of ``dec``."""
+    call = dec if isinstance(dec, ast.Call) else None
+    text = ast.unparse(dec.func if isinstance(dec, ast.Call) else dec)
+    head, _, tail = text.partition(".")
+    ref = module.resolve(head)
+    full = f"{ref.qualname}.{tail}".rstrip(".") if ref is not None and ref.kind == "external" else text
+    parts = full.split(".")
+    for i, part in enumerate(parts):
+        if part in {"task", "dag", "task_group"} and (i == 0 or parts[0] == "airflow"):
+            rest = ".".join(parts[i + 1 :])
+            if part == "task" or not rest:
+                return part, rest, call
+    return "", "", call
+
+
+def kw(call: ast.Call | None, name: str) -> ast.expr | None:
+    if call is None:
+        return None
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def bind(target: ast.expr, value: Any) -> dict[str, Any]:
+    if isinstance(target, ast.Name):
+        return {target.id: value}
+    if isinstance(target, ast.Tuple | ast.List):
+        if isinstance(value, list | tuple) and len(value) == len(target.elts):
+            out: dict[str, Any] = {}
+            for t, v in zip(target.elts, value, strict=True):
+                out.update(bind(t, v))
+            return out
+        return {n.id: Unresolved(n.id) for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return {}
+
+
+def bind_call(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    call: ast.Call,
+    env: Env,
+    module: StaticModule,
+    value: Callable[[ast.expr], Any],
+) -> dict[str, Any]:
+    """The parameters of ``fn`` bound to the call's arguments (``value`` reads one; defaults from
+    ``fn``'s module)."""
+    params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    names: dict[str, Any] = {}
+    defaults = fn.args.defaults
+    for name, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
+        names[name] = evaluate(default, module)
+    for a, kw_default in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
+        names[a.arg] = evaluate(kw_default, module) if kw_default is not None else Unresolved(a.arg)
+    for name, arg in zip(params, call.args, strict=False):
+        names[name] = value(arg)
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            names[keyword.arg] = value(keyword.value)
+    for name in [*params, *(a.arg for a in fn.args.kwonlyargs)]:
+        names.setdefault(name, Unresolved(name))
+    return names
