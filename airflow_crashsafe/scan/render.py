@@ -103,7 +103,7 @@ def _sarif(result: ScanResult) -> dict[str, Any]:
 
     results: list[dict[str, Any]] = []
     for t in result.tasks:
-        if t.verdict not in _SARIF_LEVEL:
+        if t.verdict not in _SARIF_LEVEL or t.task_id == "*":  # "*": the file's own result says it
             continue
         rid, at = rule_id(t.category, t.verdict)
         why = "; ".join(r.why for r in t.reasons[:3])

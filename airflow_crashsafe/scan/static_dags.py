@@ -35,6 +35,15 @@ class _Walker:
         self.root = module
         self.dags: list[FoundDag] = []
         self.maker = TaskMaker(module)
+        #: Names bound to a call that made no task the tree shows, and names used in ``>>`` chains.
+        self.unmade: dict[str, tuple[ast.Call, Ctx]] = {}
+        self.chained: set[str] = set()
+
+    def placeholders(self) -> None:
+        """A name used in a ``>>`` chain, made by a call the tree does not show, is an unknown task."""
+        for name in sorted(self.chained & set(self.unmade)):
+            call, ctx = self.unmade[name]
+            self.maker.unreadable(name, call, ctx)
 
     # -- statements ---------------------------------------------------------------------
 
@@ -59,12 +68,19 @@ class _Walker:
         elif isinstance(stmt, ast.Try):
             self.block(stmt.body + stmt.orelse + stmt.finalbody, ctx)
         elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            before = self.maker.count
             found = self.expression(stmt.value, ctx)
+            made = self.maker.count > before
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
-                if isinstance(target, ast.Name) and isinstance(found, FoundDag):
+                if not isinstance(target, ast.Name):
+                    continue
+                self.unmade.pop(target.id, None)
+                if isinstance(found, FoundDag):
                     ctx.dags[target.id] = found
-                elif isinstance(target, ast.Name) and isinstance(ctx.env, LocalEnv):
+                elif isinstance(stmt.value, ast.Call) and not made:
+                    self.unmade[target.id] = (stmt.value, ctx)
+                if isinstance(ctx.env, LocalEnv):
                     ctx.env.names[target.id] = self.maker.value(stmt.value, ctx)
         elif isinstance(stmt, ast.Expr | ast.Return) and stmt.value is not None:
             self.expression(stmt.value, ctx)
@@ -127,6 +143,10 @@ class _Walker:
             return None
         if isinstance(node, ast.Lambda):
             return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.RShift | ast.LShift):
+            for side in (node.left, node.right):
+                items = side.elts if isinstance(side, ast.List | ast.Tuple) else [side]
+                self.chained.update(i.id for i in items if isinstance(i, ast.Name))
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.expression(child, ctx)
@@ -182,8 +202,9 @@ class _Walker:
             and isinstance(inner.func, ast.Attribute)
             and inner.func.attr == "partial"
         ):
-            return ast.Call(func=inner.func.value, args=[], keywords=inner.keywords), inner, node
-        return ast.Call(func=inner, args=[], keywords=[]), None, node
+            base = ast.Call(func=inner.func.value, args=[], keywords=inner.keywords)
+            return ast.copy_location(base, node), inner, node
+        return ast.copy_location(ast.Call(func=inner, args=[], keywords=[]), node), None, node
 
     def task_call(
         self,
@@ -292,4 +313,5 @@ def find_tasks(module: StaticModule) -> tuple[list[FoundDag], list[FoundTask]]:
     """The DAGs and tasks ``module`` defines, as far as its syntax tree tells."""
     walker = _Walker(module)
     walker.block(module.tree.body, Ctx(module, module))
+    walker.placeholders()
     return walker.dags, walker.maker.finish(walker.dags)

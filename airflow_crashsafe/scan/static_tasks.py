@@ -15,7 +15,7 @@ import ast
 import functools
 from typing import Any
 
-from airflow_crashsafe.scan.static_classes import ClassInfo, decorated_class, external_class
+from airflow_crashsafe.scan.static_classes import ClassInfo, decorated_class, external_class, stand_in
 from airflow_crashsafe.scan.static_module import StaticModule
 from airflow_crashsafe.scan.static_scope import Ctx, FoundDag, FoundTask, decorator_kind, kw
 from airflow_crashsafe.scan.static_task import StaticTask
@@ -197,6 +197,20 @@ class TaskMaker:
         found = FoundTask(task, holder, node.lineno, str(ctx.module.path))
         (self.tasks if dag is not None else self._loose).append(found)
         return found
+
+    @property
+    def count(self) -> int:
+        return len(self.tasks) + len(self._loose)
+
+    def unreadable(self, name: str, call: ast.Call, ctx: Ctx) -> FoundTask | None:
+        """An ``unknown`` task for ``name = call(...)``, used as a task, made where the tree cannot show."""
+        callee = ast.unparse(call.func).rsplit(".", 1)[-1] or "call"
+        why = (
+            f"{name} = {ast.unparse(call.func)}(...) is used as a task in a >> chain, but the syntax tree "
+            "does not show what it makes"
+        )
+        info = ClassInfo(stand_in(callee, "", why), ast.unparse(call.func))
+        return self.add(f"{ctx.prefix}{{{name}}}", info, {}, "", call, ctx, (False, None), None)
 
     def unique(self, dag_id: str, task_id: str) -> str:
         if (dag_id, task_id) not in self._seen:
