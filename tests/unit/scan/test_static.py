@@ -240,7 +240,7 @@ with DAG("d", schedule=None):
 
 
 def test_arguments_the_tree_does_not_give_make_the_task_unknown(repo: Path) -> None:
-    """SQL from a call and an HTTP method from a Variable are unknown, not their defaults."""
+    """SQL from a call, a method from a Variable, a ``**`` splat not known: unknown, never a default."""
     out = judge(
         repo,
         HEADER
@@ -249,13 +249,16 @@ from airflow.models import Variable
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.providers.http.operators.http import HttpOperator
 from company_lib.sql import build_sql
+COMMON = Variable.get("common", deserialize_json=True)
 with DAG("d", schedule=None):
     SQLExecuteQueryOperator(task_id="built", conn_id="pg", sql=build_sql())
     HttpOperator(task_id="call", http_conn_id="api", endpoint="/x", method=Variable.get("method"))
+    HttpOperator(task_id="splat", http_conn_id="api", endpoint="/x", **COMMON)
 """,
     )
-    for key in ("d.built", "d.call"):
+    for key in ("d.built", "d.call", "d.splat"):
         assert (out[key].verdict, out[key].category) == ("unknown", "unreadable_task"), key
+    assert "**COMMON" in out["d.splat"].reasons[0].why
     assert "build_sql()" in out["d.built"].reasons[0].why
 
 
@@ -287,22 +290,25 @@ nightly()
 
 
 def test_dag_factories_and_custom_operators_of_the_repository(repo: Path) -> None:
-    """A function making DAGs in a loop is followed; a custom operator's execute is read from its source."""
+    """A repo module's DAG factory called in a loop is followed; a custom operator's execute is read."""
     (repo / "plugins" / "team_ops.py").write_text(
         "import requests\nfrom airflow.models.baseoperator import BaseOperator\n"
         "class NotifyOperator(BaseOperator):\n"
         "    def execute(self, context):\n"
         "        requests.post('https://chat.example/hook', json={'text': 'done'})\n"
     )
+    (repo / "plugins" / "factories.py").write_text(
+        "from airflow import DAG\nfrom team_ops import NotifyOperator\n"
+        "def build(name):\n"
+        "    with DAG(f'sync_{name}', schedule=None) as d:\n"
+        "        NotifyOperator(task_id=f'notify_{name}')\n"
+        "    return d\n"
+    )
     out = judge(
         repo,
         HEADER
         + """
-from team_ops import NotifyOperator
-def build(name):
-    with DAG(f"sync_{name}", schedule=None) as d:
-        NotifyOperator(task_id=f"notify_{name}")
-    return d
+from factories import build
 for name in ["a", "b"]:
     globals()[name] = build(name)
 """,
