@@ -14,10 +14,19 @@ from pathlib import Path
 
 from airflow_crashsafe.errors import ConfigurationError
 
-__all__ = ["DEFAULT_TIMEOUT", "dag_files", "default_plugins_folder", "default_timeout", "search_folders"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "dag_files",
+    "default_plugins_folder",
+    "default_timeout",
+    "repository_roots",
+    "search_folders",
+]
 
 #: Airflow's own default for ``[core] dagbag_import_timeout``.
 DEFAULT_TIMEOUT = 30.0
+#: Files that mark the top of a checked-out repository.
+_REPOSITORY_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 
 
 def default_timeout() -> float:
@@ -71,3 +80,18 @@ def search_folders(roots: Sequence[str], plugins_folder: str | None) -> list[str
     plugins = default_plugins_folder() if plugins_folder is None else plugins_folder
     folders = [*roots, plugins, _config_folder()]
     return [str(Path(f).resolve()) for f in dict.fromkeys(folders) if f and os.path.isdir(f)]
+
+
+def repository_roots(folders: Sequence[str]) -> list[str]:
+    """The checkouts the DAG folders sit in (the nearest folder above with ``.git``, ``setup.py``, ...).
+
+    Only static analysis looks for modules there (a package the deployment installs from the same
+    repository, ``data_pipeline/`` beside ``dags/``); the import itself keeps Airflow's ``sys.path``.
+    """
+    found: list[str] = []
+    for folder in folders:
+        for candidate in [Path(folder), *list(Path(folder).parents)[:4]]:
+            if any((candidate / marker).exists() for marker in _REPOSITORY_MARKERS):
+                found.append(str(candidate))
+                break
+    return [f for f in dict.fromkeys(found) if f not in folders]

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_crashsafe.scan.files import dag_files, default_timeout, search_folders
+from airflow_crashsafe.scan.files import dag_files, default_timeout, repository_roots, search_folders
 from airflow_crashsafe.scan.isolation import Outcome, WorkerPool, default_workers
 from airflow_crashsafe.scan.model import FILE_STATUSES, FileReport, TaskVerdict
 from airflow_crashsafe.scan.worker import FileJudge, judge, unjudged
@@ -93,7 +93,7 @@ def scan_paths(
         limit = default_timeout() if timeout is None else timeout
         folders = search_folders(list(dict.fromkeys(root for root, _ in files)), plugins_folder)
         _preload()
-    judge_ = FileJudge(folders, limit)
+    judge_ = FileJudge(folders, limit, repository_roots(folders))
     size = min(workers or default_workers(), max(1, len(files)))
     reports: dict[str, FileReport] = {}
     with WorkerPool(judge_.handle, size=size, timeout=limit, init=judge_.init) as pool:

@@ -82,7 +82,13 @@ class _Walker:
                     self.unmade[target.id] = (stmt.value, ctx)
                 if isinstance(ctx.env, LocalEnv):
                     ctx.env.names[target.id] = self.maker.value(stmt.value, ctx)
-        elif isinstance(stmt, ast.Expr | ast.Return) and stmt.value is not None:
+        elif isinstance(stmt, ast.Return) and stmt.value is not None:
+            found = self.expression(stmt.value, ctx)
+            if isinstance(stmt.value, ast.Name):
+                found = ctx.dags.get(stmt.value.id, found)
+            if ctx.returns is not None:
+                ctx.returns.append(found)
+        elif isinstance(stmt, ast.Expr):
             self.expression(stmt.value, ctx)
 
     def with_(self, stmt: ast.With | ast.AsyncWith, ctx: Ctx) -> None:
@@ -270,24 +276,24 @@ class _Walker:
         kind = next((k for k, _, _ in (decorator_kind(d, module) for d in fn.decorator_list) if k), "")
         if kind in {"task", "dag"}:  # a @dag function was walked where it is defined
             return None
-        names = bind_call(fn, node, ctx.env, module, lambda arg: self.maker.value(arg, ctx))
+        names = bind_call(fn, node, module, lambda arg: self.maker.value(arg, ctx))
         prefix = ctx.prefix
         if kind == "task_group":
             dec = next(d for d in fn.decorator_list if decorator_kind(d, module)[0] == "task_group")
             call = dec if isinstance(dec, ast.Call) else None
             group = kw(call, "group_id")
             prefix += (id_text(group, ctx.env) if group is not None else fn.name) + "."
-        env = LocalEnv(names, module)
-        inner = Ctx(
-            module, env, ctx.dag, prefix, ctx.depth + 1, dict(ctx.dags) if module is ctx.module else {}
-        )
+        dags = dict(ctx.dags) if module is ctx.module else {}
+        for param, arg in zip(fn.args.args, node.args, strict=False):  # a DAG passed in: dag=dag
+            if isinstance(arg, ast.Name) and arg.id in ctx.dags:
+                dags[param.arg] = ctx.dags[arg.id]
+        for keyword in node.keywords:
+            if keyword.arg and isinstance(keyword.value, ast.Name) and keyword.value.id in ctx.dags:
+                dags[keyword.arg] = ctx.dags[keyword.value.id]
         returned: list[Any] = []
-        for stmt in fn.body:
-            if isinstance(stmt, ast.Return) and stmt.value is not None:
-                returned.append(self.expression(stmt.value, inner))
-            else:
-                self.statement(stmt, inner)
-        return next((r for r in returned if isinstance(r, FoundDag)), None)
+        inner = Ctx(module, LocalEnv(names, module), ctx.dag, prefix, ctx.depth + 1, dags, returns=returned)
+        self.block(fn.body, inner)
+        return next((r for r in returned if r is not None), None)
 
     # -- DAGs and tasks ------------------------------------------------------------------
 
@@ -297,9 +303,14 @@ class _Walker:
         return dag
 
     def new_dag(self, node: ast.Call, ctx: Ctx) -> FoundDag:
+        arguments = self.maker.arguments(node, ctx)[0]
         id_node = node.args[0] if node.args else kw(node, "dag_id")
-        dag_id = id_text(id_node, ctx.env) if id_node is not None else self.root.path.stem
-        return self.add_dag(dag_id, node.lineno, self.maker.arguments(node, ctx)[0])
+        given = arguments.get("dag_id")
+        if id_node is not None:
+            dag_id = id_text(id_node, ctx.env)
+        else:  # DAG(**kwargs) in a factory: the id came in the splat
+            dag_id = given if isinstance(given, str) else self.root.path.stem
+        return self.add_dag(dag_id, node.lineno, arguments)
 
     def group_prefix(self, node: ast.Call, ctx: Ctx) -> str:
         group = node.args[0] if node.args else kw(node, "group_id")

@@ -16,7 +16,9 @@ Its source is read from the file like any other function's.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
+import importlib.util
 import sys
 import types
 from collections.abc import Sequence
@@ -25,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from airflow_crashsafe.scan.static_classes import external_class, mirror, stand_in
-from airflow_crashsafe.scan.static_values import Unresolved, evaluate, has_unresolved
+from airflow_crashsafe.scan.static_functions import compile_function
+from airflow_crashsafe.scan.static_values import (
+    RETURNS_ATTR,
+    LocalEnv,
+    Unresolved,
+    bind_arguments,
+    evaluate,
+    has_unresolved,
+)
 
 __all__ = ["Globals", "Ref", "Roots", "StaticModule"]
 
@@ -45,10 +55,16 @@ class Ref:
 
 
 class Roots:
-    """The folders the repository's modules are imported from, and the modules read so far."""
+    """The folders the repository's modules are imported from, and the modules read so far.
 
-    def __init__(self, folders: Sequence[str]) -> None:
+    ``folders`` are the ones on ``sys.path`` (their modules always win); ``extra`` are the
+    checkouts around them, searched only for a top-level name nothing installed answers to (a
+    repository's ``airflow/`` folder never hides the installed ``airflow``).
+    """
+
+    def __init__(self, folders: Sequence[str], extra: Sequence[str] = ()) -> None:
         self.folders = [Path(f).resolve() for f in dict.fromkeys(folders) if f and Path(f).is_dir()]
+        self.extra = [p for p in (Path(f).resolve() for f in extra) if p.is_dir() and p not in self.folders]
         self._by_path: dict[Path, StaticModule | None] = {}
         self._classes: dict[int, type] = {}
 
@@ -64,23 +80,24 @@ class Roots:
                 self._by_path[resolved] = StaticModule(resolved, tree, self)
         return self._by_path[resolved]
 
-    def _candidates(self, dotted: str) -> list[Path]:
-        rel = Path(*dotted.split("."))
-        return [p for root in self.folders for p in (root / f"{rel}.py", root / rel / "__init__.py")]
+    def _roots_for(self, top: str) -> list[Path]:
+        return self.folders if _installed(top) else [*self.folders, *self.extra]
 
     def find(self, dotted: str) -> StaticModule | None:
         """The repository module ``dotted`` (``common.sql_helpers``), if one is under a root."""
-        for path in self._candidates(dotted):
-            if path.is_file():
-                return self.module_at(path)
+        rel = Path(*dotted.split("."))
+        for root in self._roots_for(dotted.split(".")[0]):
+            for path in (root / f"{rel}.py", root / rel / "__init__.py"):
+                if path.is_file():
+                    return self.module_at(path)
         return None
 
     def is_repo(self, top: str) -> bool:
         """True when the top-level module ``top`` is the repository's own (a file or folder in a root)."""
-        return any((root / f"{top}.py").is_file() or (root / top).is_dir() for root in self.folders)
+        return any((root / f"{top}.py").is_file() or (root / top).is_dir() for root in self._roots_for(top))
 
     def dotted_of(self, path: Path) -> str | None:
-        for root in self.folders:
+        for root in [*self.folders, *self.extra]:
             try:
                 rel = path.relative_to(root)
             except ValueError:
@@ -116,6 +133,15 @@ class Roots:
             self._classes[key] = stand_in(ref.node.name, ref.module.name, "a class whose bases recurse")
             self._classes[key] = ref.module.build_class(ref.node)
         return self._classes[key]
+
+
+@functools.cache
+def _installed(top: str) -> bool:
+    """True when ``top`` is importable from ``sys.path`` (an installed package, a DAGs-folder module)."""
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def member(ref: Ref | None, name: str) -> Ref | None:
@@ -155,6 +181,7 @@ class StaticModule:
         self.star: list[str] = []
         self._values: dict[str, Any] = {}
         self._functions: dict[int, types.FunctionType] = {}
+        self._returning: set[int] = set()
         self._proxy: types.ModuleType | None = None
         for stmt in tree.body:
             self._collect(stmt, nested=False)
@@ -254,6 +281,9 @@ class StaticModule:
         if name in self._values:
             return self._values[name]
         ref = self.resolve(name)
+        if ref is not None and ref.kind in {"function", "method"} and ref.module is not None:
+            fn = ref.module.function(ref.node, ref.qualname)
+            return fn if fn is not None else Unresolved(name)
         if ref is None or ref.kind != "value" or ref.module is None:
             return Unresolved(name)
         if ref.module is not self:
@@ -276,12 +306,33 @@ class StaticModule:
         key = id(node)
         if key not in self._functions:
             self.proxy()
-            fn = _compile(node, str(self.path), Globals(self))
+            fn = compile_function(node, str(self.path), Globals(self))
             if fn is None:
                 return None
             fn.__qualname__ = qualname or getattr(node, "name", "<lambda>")
+            setattr(fn, RETURNS_ATTR, functools.partial(self._returned, node))
             self._functions[key] = fn
         return self._functions[key]
+
+    def _returned(self, node: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """What ``node`` returns for these arguments, when its body is one ``return`` (else unknown)."""
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]  # its docstring
+            if len(body) != 1 or not isinstance(body[0], ast.Return):
+                return Unresolved(f"{getattr(node, 'name', 'lambda')}(...)")
+            expr = body[0].value
+        else:
+            expr = body
+        key = id(node)
+        if key in self._returning:
+            return Unresolved(f"{getattr(node, 'name', 'lambda')}(...)")
+        self._returning.add(key)
+        try:
+            return evaluate(expr, LocalEnv(bind_arguments(node.args, args, kwargs, self), self))
+        finally:
+            self._returning.discard(key)
 
     def build_class(self, node: ast.ClassDef) -> type:
         """A class with ``node``'s name, bases (read or mirrored), methods and constant attributes."""
@@ -364,43 +415,3 @@ class _Proxy(types.ModuleType):
         if found is None:
             raise AttributeError(name)
         return found
-
-
-def _strip_args(args: ast.arguments) -> ast.arguments:
-    def bare(a: ast.arg) -> ast.arg:
-        return ast.copy_location(ast.arg(arg=a.arg, annotation=None), a)
-
-    none = ast.Constant(None)
-    return ast.arguments(
-        posonlyargs=[bare(a) for a in args.posonlyargs],
-        args=[bare(a) for a in args.args],
-        vararg=bare(args.vararg) if args.vararg else None,
-        kwonlyargs=[bare(a) for a in args.kwonlyargs],
-        kw_defaults=[none if d is not None else None for d in args.kw_defaults],
-        kwarg=bare(args.kwarg) if args.kwarg else None,
-        defaults=[none for _ in args.defaults],
-    )
-
-
-def _compile(node: Any, filename: str, globals_: Globals) -> types.FunctionType | None:
-    """The function ``node`` defines, compiled alone: no decorator, default or annotation is evaluated."""
-    if isinstance(node, ast.Lambda):
-        bare: Any = ast.Lambda(args=_strip_args(node.args), body=node.body)
-        wrapper: Any = ast.Expression(body=ast.copy_location(bare, node))
-        mode = "eval"
-    else:
-        fields = {f: getattr(node, f) for f in node._fields}
-        fields.update(decorator_list=[], returns=None, args=_strip_args(node.args))
-        bare = ast.copy_location(type(node)(**fields), node)
-        wrapper = ast.Module(body=[bare], type_ignores=[])
-        mode = "exec"
-    ast.fix_missing_locations(wrapper)
-    try:
-        code = compile(wrapper, filename, mode, dont_inherit=True)
-    except (SyntaxError, ValueError, TypeError):
-        return None
-    name = getattr(node, "name", "<lambda>")
-    inner = next((c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == name), None)
-    if inner is None or inner.co_freevars:
-        return None
-    return types.FunctionType(inner, globals_, name)

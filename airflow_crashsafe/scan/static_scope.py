@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_crashsafe.scan.static_module import StaticModule
 from airflow_crashsafe.scan.static_task import StaticTask, template_dag
-from airflow_crashsafe.scan.static_values import Env, LocalEnv, Unresolved, evaluate
+from airflow_crashsafe.scan.static_values import Env, LocalEnv, Unresolved, bind_arguments
 
 __all__ = ["Ctx", "FoundDag", "FoundTask", "bind", "bind_call", "decorator_kind", "kw"]
 
@@ -57,6 +57,8 @@ class Ctx:
     depth: int = 0
     dags: dict[str, FoundDag] = field(default_factory=dict)
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    #: What the function being followed returns (its ``return`` statements' DAGs and tasks).
+    returns: list[Any] | None = None
 
     def with_env(self, names: dict[str, Any]) -> Ctx:
         return replace(self, env=LocalEnv(names, self.env), dags=dict(self.dags))
@@ -100,24 +102,23 @@ def bind(target: ast.expr, value: Any) -> dict[str, Any]:
 def bind_call(
     fn: ast.FunctionDef | ast.AsyncFunctionDef,
     call: ast.Call,
-    env: Env,
     module: StaticModule,
     value: Callable[[ast.expr], Any],
 ) -> dict[str, Any]:
     """The parameters of ``fn`` bound to the call's arguments (``value`` reads one; defaults from
-    ``fn``'s module)."""
-    params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-    names: dict[str, Any] = {}
-    defaults = fn.args.defaults
-    for name, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
-        names[name] = evaluate(default, module)
-    for a, kw_default in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
-        names[a.arg] = evaluate(kw_default, module) if kw_default is not None else Unresolved(a.arg)
-    for name, arg in zip(params, call.args, strict=False):
-        names[name] = value(arg)
+    ``fn``'s module); a ``**`` splat the tree does not give leaves the rest unknown."""
+    args: list[Any] = []
+    for arg in call.args:
+        if isinstance(arg, ast.Starred):
+            spread = value(arg.value)
+            args.extend(spread if isinstance(spread, list | tuple) else [Unresolved(ast.unparse(arg))])
+        else:
+            args.append(value(arg))
+    kwargs: dict[str, Any] = {}
     for keyword in call.keywords:
+        spread = value(keyword.value)
         if keyword.arg is not None:
-            names[keyword.arg] = value(keyword.value)
-    for name in [*params, *(a.arg for a in fn.args.kwonlyargs)]:
-        names.setdefault(name, Unresolved(name))
-    return names
+            kwargs[keyword.arg] = spread
+        elif isinstance(spread, dict):
+            kwargs.update(spread)
+    return bind_arguments(fn.args, args, kwargs, module)

@@ -17,8 +17,20 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import Any, Protocol
 
-__all__ = ["Env", "LocalEnv", "Unresolved", "evaluate", "has_unresolved", "id_text"]
+__all__ = [
+    "RETURNS_ATTR",
+    "Env",
+    "LocalEnv",
+    "Unresolved",
+    "bind_arguments",
+    "evaluate",
+    "has_unresolved",
+    "id_text",
+]
 
+#: An attribute a static function carries when its value can be computed from its arguments:
+#: ``f(args, kwargs)`` gives what the function returns (see :mod:`.static_module`).
+RETURNS_ATTR = "__crashsafe_returns__"
 _MAX_DEPTH = 40
 _MAX_ITEMS = 5000
 
@@ -152,10 +164,34 @@ def _evaluate(node: ast.expr, env: Env, depth: int) -> Any:
         return evaluate(node.body if test else node.orelse, env, depth)
     if isinstance(node, ast.Call):
         return _call(node, env, depth)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return _compare(node, env, depth)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        value = evaluate(node.operand, env, depth)
+        return Unresolved(_text(node)) if has_unresolved(value) else not value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         value = evaluate(node.operand, env, depth)
         return -value if isinstance(value, int | float) else Unresolved(_text(node))
     return Unresolved(_text(node))
+
+
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+def _compare(node: ast.Compare, env: Env, depth: int) -> Any:
+    op = _COMPARE.get(type(node.ops[0]))
+    left = evaluate(node.left, env, depth)
+    right = evaluate(node.comparators[0], env, depth)
+    if op is None or has_unresolved(left) or has_unresolved(right):
+        return Unresolved(_text(node))
+    return op(left, right)
 
 
 def _dotted(node: ast.expr) -> str:
@@ -281,6 +317,9 @@ def _call(node: ast.Call, env: Env, depth: int) -> Any:
             kwargs[kw.arg] = value
     if isinstance(args, Unresolved):
         return Unresolved(_text(node))
+    returns = getattr(env.lookup(name), RETURNS_ATTR, None) if name else None
+    if returns is not None:  # the repository's own function whose body is one return
+        return returns(args, kwargs)
     if name.endswith("Param") and (args or "default" in kwargs):  # a DAG param: its default
         return kwargs.get("default", args[0] if args else None)
     if name in {"Variable.get", "Variable.get_variable_from_secrets"} or has_unresolved(args):
@@ -345,3 +384,25 @@ def _method(node: ast.Call, env: Env, depth: int, args: list[Any], kwargs: dict[
     if isinstance(base, PurePath) and attr == "joinpath":
         return base.joinpath(*args)
     return Unresolved(_text(node))
+
+
+def bind_arguments(
+    spec: ast.arguments, args: list[Any], kwargs: dict[str, Any], defaults: Env
+) -> dict[str, Any]:
+    """A function's parameter names bound to already evaluated arguments (defaults read in ``defaults``)."""
+    params = [a.arg for a in [*spec.posonlyargs, *spec.args]]
+    names: dict[str, Any] = {}
+    for name, default in zip(params[len(params) - len(spec.defaults) :], spec.defaults, strict=True):
+        names[name] = evaluate(default, defaults)
+    for a, kw_default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
+        names[a.arg] = evaluate(kw_default, defaults) if kw_default is not None else Unresolved(a.arg)
+    names.update(zip(params, args, strict=False))
+    if spec.vararg is not None:
+        names[spec.vararg.arg] = tuple(args[len(params) :])
+    accepted = {*params, *(a.arg for a in spec.kwonlyargs)}
+    names.update({k: v for k, v in kwargs.items() if k in accepted})
+    if spec.kwarg is not None:
+        names[spec.kwarg.arg] = {k: v for k, v in kwargs.items() if k not in accepted}
+    for name in accepted:
+        names.setdefault(name, Unresolved(name))
+    return names

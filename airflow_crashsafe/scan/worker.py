@@ -86,12 +86,13 @@ def unjudged(path: str, error: str) -> list[TaskVerdict]:
 
 
 class FileJudge:
-    """One worker's state: the folders on ``sys.path`` and the repository modules read so far."""
+    """One worker's state: the folders on ``sys.path``, and the repository modules static analysis
+    has read (found in those folders and in ``extra_roots``, the checkouts around them)."""
 
-    def __init__(self, folders: Sequence[str], timeout: float) -> None:
+    def __init__(self, folders: Sequence[str], timeout: float, extra_roots: Sequence[str] = ()) -> None:
         self.folders = list(folders)
         self.timeout = timeout
-        self.roots = Roots(self.folders)
+        self.roots = Roots(self.folders, extra_roots)
 
     def init(self) -> None:
         """In the worker, once: the folders on ``sys.path`` and Airflow's import timeout set."""

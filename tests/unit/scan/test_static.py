@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_crashsafe.scan.files import repository_roots
 from airflow_crashsafe.scan.model import TaskVerdict
 from airflow_crashsafe.scan.static import judge_file
 from airflow_crashsafe.scan.static_module import Roots
@@ -22,13 +23,14 @@ from airflow.operators.dummy import DummyOperator
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "dags").mkdir()
     (tmp_path / "plugins").mkdir()
+    (tmp_path / "setup.py").write_text("")  # the checkout's top: its packages are the repository's own
     return tmp_path
 
 
 def judge(repo: Path, source: str, name: str = "dag_file.py") -> dict[str, TaskVerdict]:
     path = repo / "dags" / name
     path.write_text(textwrap.dedent(source))
-    roots = Roots([str(repo / "dags"), str(repo / "plugins")])
+    roots = Roots([str(repo / "dags"), str(repo / "plugins")], repository_roots([str(repo / "dags")]))
     verdicts = judge_file(str(path), roots, "ModuleNotFoundError: airflow.operators.dummy")
     assert all(v.analysis == "static" for v in verdicts)
     return {f"{v.dag_id}.{v.task_id}": v for v in verdicts}
@@ -316,6 +318,58 @@ for name in ["a", "b"]:
     assert set(out) == {"sync_a.notify_a", "sync_b.notify_b"}
     assert out["sync_b.notify_b"].verdict == "risky"
     assert out["sync_b.notify_b"].operator == "team_ops.NotifyOperator"
+
+
+def test_factories_in_the_repositorys_package_with_kwargs_and_default_args_functions(repo: Path) -> None:
+    """A package beside dags/ (installed by the deployment) is read: DAG(**kwargs) and task factories."""
+    package = repo / "pipeline"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "dag_utils.py").write_text(
+        textwrap.dedent(
+            """
+            import airflow
+            from airflow.providers.http.operators.http import HttpOperator
+
+            def get_default_args():
+                return {"retries": 3, "http_conn_id": "vendor"}
+
+            def create_dag(default_args=None, **kwargs):
+                if default_args is None:
+                    default_args = get_default_args()
+                return airflow.DAG(default_args=default_args, **kwargs)
+
+            def create_call(dag, task_id, endpoint, **kwargs):
+                return HttpOperator(task_id=task_id, dag=dag, endpoint=endpoint, **kwargs)
+            """
+        )
+    )
+    out = judge(
+        repo,
+        """
+from pipeline.dag_utils import create_dag, create_call
+DAG_ID = "vendor_sync"
+THE_DAG = create_dag(dag_id=DAG_ID, schedule=None)
+create_call(THE_DAG, "push", "/push")
+create_call(THE_DAG, "read", "/rows", method="GET")
+""",
+    )
+    assert set(out) == {"vendor_sync.push", "vendor_sync.read"}
+    assert (out["vendor_sync.push"].verdict, out["vendor_sync.push"].category) == ("risky", "http_mutating")
+    assert "http_conn_id='vendor'" in out["vendor_sync.push"].fix  # from the default_args function
+    assert out["vendor_sync.read"].verdict == "safe"
+
+
+def test_repository_roots_never_hide_installed_packages(tmp_path: Path) -> None:
+    """The checkout around dags/ is searched for its own packages, never for a name installed here."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "airflow").mkdir()  # a deployment folder named like the installed package
+    (tmp_path / "pipeline").mkdir()
+    roots = Roots([str(tmp_path / "dags")], repository_roots([str(tmp_path / "dags")]))
+    assert repository_roots([str(tmp_path / "dags")]) == [str(tmp_path)]
+    assert roots.is_repo("pipeline")
+    assert not roots.is_repo("airflow")
 
 
 def test_static_analysis_runs_nothing_of_the_file(repo: Path) -> None:
