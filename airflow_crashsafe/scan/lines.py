@@ -2,7 +2,8 @@
 
 Airflow does not record the line a task was defined on, so the scan reads the file's syntax tree:
 a literal ``task_id="x"`` gives its line, an f-string ``task_id=f"load_{region}"`` a pattern, a
-decorated function its ``def`` line. The same index names the tasks of a file that fails to import.
+decorated function its ``def`` line, and a DAG its line (where a task without one is pointed at).
+The same index names the tasks of a file whose syntax tree static analysis cannot use.
 """
 
 from __future__ import annotations
