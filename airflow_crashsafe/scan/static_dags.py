@@ -70,7 +70,7 @@ class _Walker:
         elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
             before = self.maker.count
             found = self.expression(stmt.value, ctx)
-            made = self.maker.count > before
+            made = self.maker.count > before or isinstance(found, FoundTask)
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
                 if not isinstance(target, ast.Name):

@@ -12,7 +12,6 @@ DAG's ``default_args`` go under the call's own arguments, and an argument rename
 from __future__ import annotations
 
 import ast
-import functools
 from typing import Any
 
 from airflow_crashsafe.scan.static_classes import ClassInfo, decorated_class, external_class, stand_in
@@ -33,7 +32,7 @@ class TaskMaker:
     def __init__(self, module: StaticModule) -> None:
         self.root = module
         self.tasks: list[FoundTask] = []
-        self._seen: set[tuple[str, str]] = set()
+        self._seen: dict[tuple[str, str], FoundTask] = {}
         self._loose: list[FoundTask] = []
 
     def arguments(self, call: ast.Call, ctx: Ctx) -> tuple[dict[str, Any], str]:
@@ -63,7 +62,7 @@ class TaskMaker:
             return ctx.module.function(node)
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("partial") and node.args:
             inner = self.callable_of(node.args[0], ctx)
-            return functools.partial(inner) if inner is not None else None
+            return inner  # the function partial() wraps: its source is what a run executes
         if not isinstance(node, ast.Name | ast.Attribute):
             return None
         name = ast.unparse(node)
@@ -182,9 +181,8 @@ class TaskMaker:
         if unique:
             task_id = self.unique(holder.dag_id, task_id)
         key = (holder.dag_id, task_id)
-        if key in self._seen and dag is not None:
-            return None
-        self._seen.add(key)
+        if key in self._seen and dag is not None:  # the same task again (a branch, a loop): the first
+            return self._seen[key]
         task = StaticTask(
             task_id=task_id,
             info=info,
@@ -195,6 +193,7 @@ class TaskMaker:
             replay_safe=replay,
         )
         found = FoundTask(task, holder, node.lineno, str(ctx.module.path))
+        self._seen[key] = found
         (self.tasks if dag is not None else self._loose).append(found)
         return found
 
