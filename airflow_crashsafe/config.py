@@ -4,19 +4,18 @@ Every ``[crashsafe]`` option is read here and nowhere else. Nothing is read at i
 accessor reads Airflow's configuration on first call and caches it for the life of the process
 (``reset_cache()`` drops it, for tests). Every option can also be set as
 ``AIRFLOW__CRASHSAFE__<OPTION>``. A value that cannot work raises
-:class:`~airflow_crashsafe.errors.ConfigurationError` naming the option and the fix.
+:class:`~airflow_crashsafe.errors.ConfigurationError` naming the option and the fix; a number is
+checked against its range in :data:`~airflow_crashsafe.options.LIMITS` (nan and inf refused).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.options import OPTIONS
+from airflow_crashsafe.options import LIMITS, OPTIONS
 
 __all__ = [
     "DEFAULT_API_URL",
@@ -57,8 +56,6 @@ __all__ = [
     "triggerer_answer_seconds",
 ]
 
-_N = TypeVar("_N", int, float)
-
 #: Executors that run every task on the scheduler's own host (``airflow standalone`` uses LocalExecutor).
 SINGLE_HOST_EXECUTORS = frozenset({"LocalExecutor", "SequentialExecutor", "DebugExecutor"})
 
@@ -80,15 +77,17 @@ def _get(option: str) -> str:
     return str(OPTIONS[option]["default"] if value is None else value).strip()
 
 
-def _number(option: str, parse: Callable[[str], _N]) -> _N:
+def _number(option: str) -> float:
+    """A numeric option, checked against its :data:`~airflow_crashsafe.options.LIMITS` entry."""
     raw = _get(option)
-    try:
-        return parse(raw.strip())
-    except ValueError:
-        raise ConfigurationError(
-            f"[crashsafe] {option} = {raw!r} is not a number: set it (or AIRFLOW__CRASHSAFE__"
-            f"{option.upper()}) to one, e.g. {OPTIONS[option]['example']}"
-        ) from None
+    env = f"AIRFLOW__CRASHSAFE__{option.upper()}"
+    set_it = env if env in os.environ else f"it in airflow.cfg (or {env})"
+    example = OPTIONS[option]["example"]
+    return LIMITS[option].check(raw, f"[crashsafe] {option}", example=example, set_it=set_it)
+
+
+def _whole(option: str) -> int:
+    return int(_number(option))
 
 
 @functools.cache
@@ -118,32 +117,22 @@ def allow_embedded_store_on_fleet() -> bool:
     return _truthy(_get("allow_embedded_store_on_fleet"))
 
 
-def _positive(option: str) -> float:
-    value = _number(option, float)
-    if value <= 0:
-        raise ConfigurationError(
-            f"[crashsafe] {option} = {value:g}: set it (or AIRFLOW__CRASHSAFE__{option.upper()}) to a "
-            f"number of seconds above 0, e.g. {OPTIONS[option]['example']}"
-        )
-    return value
-
-
 @functools.cache
 def store_connect_timeout_seconds() -> float:
     """The most opening a store connection may take, in seconds."""
-    return _positive("store_connect_timeout_seconds")
+    return _number("store_connect_timeout_seconds")
 
 
 @functools.cache
 def store_statement_timeout_seconds() -> float:
     """The most one store statement may take, in seconds."""
-    return _positive("store_statement_timeout_seconds")
+    return _number("store_statement_timeout_seconds")
 
 
 @functools.cache
 def audit_retention_days() -> int:
     """Days ``db prune`` keeps attempts, events, finished units and fence rows (0: forever)."""
-    return max(0, _number("audit_retention_days", int))
+    return _whole("audit_retention_days")
 
 
 def executor_names() -> list[str]:
@@ -172,19 +161,19 @@ def multi_host_executors() -> list[str]:
 @functools.cache
 def ledger_retention_days() -> int:
     """Days an idempotency-ledger entry is kept."""
-    return _number("ledger_retention_days", int)
+    return _whole("ledger_retention_days")
 
 
 @functools.cache
 def in_flight_wait_seconds() -> float:
     """The most a new attempt waits for an older attempt's in-flight call, in seconds."""
-    return _number("in_flight_wait_seconds", float)
+    return _number("in_flight_wait_seconds")
 
 
 @functools.cache
 def ledger_spin_wait_ms() -> float:
     """How long a ledger statement's answer is awaited on the CPU before sleeping, in ms."""
-    return max(0.0, _number("ledger_spin_wait_ms", float))
+    return _number("ledger_spin_wait_ms")
 
 
 @functools.cache
@@ -196,7 +185,7 @@ def adopt_in_flight() -> bool:
 @functools.cache
 def adoption_timeout_seconds() -> float:
     """Default wait for an in-flight unit before taking over, in seconds."""
-    return _number("adoption_timeout_seconds", float)
+    return _number("adoption_timeout_seconds")
 
 
 @functools.cache
@@ -213,7 +202,7 @@ def adoption_without_triggerer() -> str:
 @functools.cache
 def triggerer_answer_seconds() -> float:
     """How often a deferred re-run's trigger checks in; twice this unanswered means a stalled triggerer."""
-    return _positive("triggerer_answer_seconds")
+    return _number("triggerer_answer_seconds")
 
 
 @functools.cache
@@ -243,24 +232,19 @@ def policy_mode() -> str:
 @functools.cache
 def recovery_concurrency() -> int:
     """Default recovery budget per resource (0: admission off)."""
-    value = _number("recovery_concurrency", int)
-    if value < 0:
-        raise ConfigurationError(
-            f"[crashsafe] recovery_concurrency = {value}: set it to 0 (off) or a positive number of places."
-        )
-    return value
+    return _whole("recovery_concurrency")
 
 
 @functools.cache
 def recovery_lease_seconds() -> float:
     """How long a recovery place outlives its holder's last beacon, in seconds."""
-    return max(1.0, _number("recovery_lease_seconds", float))
+    return _number("recovery_lease_seconds")
 
 
 @functools.cache
 def recovery_wait_seconds() -> float:
     """The most a recovery re-run waits for a place, in seconds."""
-    return max(0.0, _number("recovery_wait_seconds", float))
+    return _number("recovery_wait_seconds")
 
 
 def _truthy(value: str) -> bool:
@@ -276,13 +260,13 @@ def audit_enabled() -> bool:
 @functools.cache
 def audit_timeout_seconds() -> float:
     """The most an audit event may delay a task, in seconds."""
-    return _number("audit_timeout_seconds", float)
+    return _number("audit_timeout_seconds")
 
 
 @functools.cache
 def audit_beacon_seconds() -> float:
     """Interval of a running attempt's last-seen refresh, in seconds."""
-    return _number("audit_beacon_seconds", float)
+    return _number("audit_beacon_seconds")
 
 
 @functools.cache

@@ -12,7 +12,10 @@
     │   ├── GeneratedKeyError           a natural-key column is generated (identity, serial, random default)
     │   ├── DuplicateSourceKeysError    the source yields one natural key more than once
     │   ├── NondeterministicSourceError the source calls now(), random(), nextval(), ...
-    │   └── PartitionMismatchError      a partition overwrite produced rows outside its partition
+    │   ├── PartitionMismatchError      a partition overwrite produced rows outside its partition
+    │   └── UnfenceableTableError       a table the write changes cannot be fenced (MyISAM, Aria, a
+    │                                   foreign table, ...)
+    ├── IncompleteRollbackError         a write was rolled back, but the database kept some of it
     ├── IdempotencyConflict             one idempotency key, two different payloads
     ├── ExternalCallFailed              the target refused the call, or never answered in time
     └── OutcomeUnknown                  an earlier attempt may have sent the call; not re-sent
@@ -36,11 +39,13 @@ __all__ = [
     "FencedOut",
     "GeneratedKeyError",
     "IdempotencyConflict",
+    "IncompleteRollbackError",
     "NaturalKeyNotUniqueError",
     "NondeterministicSourceError",
     "OutcomeUnknown",
     "PartitionMismatchError",
     "StoreError",
+    "UnfenceableTableError",
     "UnsafeWriteError",
 ]
 
@@ -99,6 +104,27 @@ class NondeterministicSourceError(UnsafeWriteError):
 
 class PartitionMismatchError(UnsafeWriteError):
     """A partition overwrite's query produced rows outside the partition it replaces."""
+
+
+class UnfenceableTableError(UnsafeWriteError):
+    """A table the write changes cannot hold what the fence promises; refused before anything ran.
+
+    A fence makes a stale attempt's write roll back, so it needs a table that rolls back with the
+    fence's transaction: on MySQL/MariaDB an InnoDB table (MyISAM, Aria, MEMORY, CSV, ... cannot
+    roll back, and no other engine is proven), on PostgreSQL neither a foreign table (the write
+    goes to another server) nor an unlogged one (emptied by a crash while the fence says
+    committed). The message names the table, its engine or kind, and the statement that fixes it.
+    """
+
+
+class IncompleteRollbackError(CrashsafeError):
+    """A fenced write was rolled back, but the database says some of its changes stand.
+
+    MySQL/MariaDB warn when a rolled-back transaction changed a table whose engine cannot roll
+    back: a table the body wrote that crashsafe was not told about, or one a trigger or stored
+    function wrote. Those changes are visible now, whatever the fence decided. The original
+    error (:class:`FencedOut`, the body's exception) is this one's ``__cause__``.
+    """
 
 
 class IdempotencyConflict(CrashsafeError):

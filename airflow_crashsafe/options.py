@@ -2,12 +2,19 @@
 
 Provider info publishes this table (so ``airflow config list`` shows the options), the README
 documents it (a test keeps the two in step), and :mod:`airflow_crashsafe.config` reads each
-option through one cached accessor. Data only: nothing here reads configuration.
+option through one cached accessor. Every ``float`` and ``integer`` option also has its range in
+:data:`LIMITS`, which the accessors check (a nan, infinite or out-of-range value is refused by
+name). Data only: nothing here reads configuration.
 """
 
 from __future__ import annotations
 
-__all__ = ["OPTIONS"]
+from airflow_crashsafe.limits import DAY, HOUR, Limit
+
+__all__ = ["LIMITS", "OPTIONS"]
+
+#: A century: a retention longer than this is as good as forever (and still fits a ``timedelta``).
+_FOREVER_DAYS = 36500
 
 #: Declared in provider info (``config`` section) and the README; read by :mod:`airflow_crashsafe.config`.
 OPTIONS: dict[str, dict[str, str | bool | None]] = {
@@ -276,4 +283,23 @@ OPTIONS: dict[str, dict[str, str | bool | None]] = {
         "default": "",
         "version_added": "0.1.0",
     },
+}
+
+
+#: What each numeric option may be. Timeouts and waits stop at a day or a week: past that a store
+#: or a predecessor is gone, and a wait that long only hides it.
+LIMITS: dict[str, Limit] = {
+    "store_connect_timeout_seconds": Limit(0, HOUR, above=True),
+    "store_statement_timeout_seconds": Limit(0, DAY, above=True),
+    "audit_retention_days": Limit(0, _FOREVER_DAYS, integer=True, unit="days"),
+    "ledger_retention_days": Limit(1, _FOREVER_DAYS, integer=True, unit="days"),
+    "in_flight_wait_seconds": Limit(0, DAY),
+    "ledger_spin_wait_ms": Limit(0, 1000, unit="milliseconds"),
+    "adoption_timeout_seconds": Limit(0, 7 * DAY),
+    "triggerer_answer_seconds": Limit(0, DAY, above=True),
+    "recovery_concurrency": Limit(0, 10_000, integer=True, unit="places"),
+    "recovery_lease_seconds": Limit(1, DAY),
+    "recovery_wait_seconds": Limit(0, 7 * DAY),
+    "audit_timeout_seconds": Limit(0, HOUR, above=True),
+    "audit_beacon_seconds": Limit(0, HOUR, above=True),
 }

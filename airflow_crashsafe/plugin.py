@@ -9,6 +9,7 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_crashsafe.audit import listener as audit_listener
+from airflow_crashsafe.component_identity import listener as identity_listener
 from airflow_crashsafe.macros import MACROS
 from airflow_crashsafe.ui import EXTERNAL_VIEWS, FASTAPI_APPS
 
@@ -21,8 +22,10 @@ class CrashsafePlugin(AirflowPlugin):
     name = "crashsafe"
     #: ``{{ macros.crashsafe.idempotency_key('payouts') }}`` in templated fields.
     macros = MACROS
-    #: Records every attempt's start and end in the crashsafe store (the duplicate-run audit).
-    listeners = [audit_listener]  # noqa: RUF012 - AirflowPlugin declares it as a plain attribute
+    #: Records every attempt's start and end in the crashsafe store (the duplicate-run audit), and
+    #: names each scheduler's, triggerer's and dag-processor's metadata sessions after it (the
+    #: identity the watchdog's --heal proves a dead scheduler's session by).
+    listeners = [audit_listener, identity_listener]  # noqa: RUF012 - AirflowPlugin declares it as a plain attribute
     #: The UI at /crashsafe; a lazy ASGI app, built on its first request (only the api-server serves).
     fastapi_apps = FASTAPI_APPS
     #: "Crash safety" in Airflow's navigation, and an "Attempts" tab on the task-instance page.

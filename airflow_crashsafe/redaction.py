@@ -3,32 +3,53 @@
 The ledger keeps what a call sent and what came back (docs/design.md, "Ledger"), so that a retry
 can tell a repeat from a new payload and replay a success. None of it may hold a secret: the store,
 the task log, XCom, ``airflow-crashsafe ledger show`` and the UI all pass through this one policy.
+What is sent to the target is never changed: the policy applies to copies.
 
-- A **secret key** is any mapping key (JSON at any depth, form fields, query parameters, text of
-  the form ``name=value`` / ``name: value``) whose name contains one of Airflow's sensitive field
-  names (its secrets masker's ``DEFAULT_SENSITIVE_FIELDS`` plus ``[core] sensitive_var_conn_names``)
-  or matches :data:`SECRET_KEY_PATTERN`, or that the caller names (``redact_fields``). Its value is
-  masked unless it is a number or a boolean (fencing tokens and counters such as ``max_tokens``
-  are not secrets).
-- **Query strings** are stripped from endpoints, except parameters the caller names safe.
+Secrets are recognised by shape (:mod:`airflow_crashsafe.secret_shapes` holds the shapes):
+
+- A **secret key**, at any depth of JSON, form fields, query parameters and ``name=value`` text,
+  is one whose name, in any case style, reads as a credential (``pwd``, ``jwt``,
+  ``connectionString``, ``webhookUrl``, ``x-functions-key`` …), holds one of Airflow's sensitive
+  field names (its masker's list plus ``[core] sensitive_var_conn_names``), or that the caller
+  names (``redact_fields``). Its value is masked unless it is a number or a boolean (fencing
+  tokens and counters such as ``max_tokens`` are not secrets).
+- Every **string** is scrubbed of secret shapes: credentials after ``Bearer``/``Basic``/``Token``/
+  ``Digest``, known token formats and JWTs, private keys, connection-string secrets, URL
+  passwords, query strings and token-carrying path segments, base64- and URL-encoded secrets;
+  also of every value the policy already masked elsewhere in the same call (and its URL-encoded,
+  JSON-escaped and base64 forms), and of every secret registered with Airflow's masker.
+- **Endpoints** lose their query string, except parameters the caller names safe, and the path
+  segments that carry tokens or read as random.
 - A request **body that is neither JSON nor a form** is kept only as ``{"body_sha256", "length"}``.
-- **Free text** (errors, text responses, log lines) is scrubbed: ``name=value`` pairs with a secret
-  name, ``Bearer``/``Basic`` credentials, URL query strings and passwords, every value the policy
-  already masked elsewhere in the same call, and every secret registered with Airflow's masker.
 
-This module imports nothing from Airflow at import time (the UI and the CLI use it too).
+This module imports nothing from Airflow: it uses Airflow's masker and sensitive names only in a
+process that has already imported them (the watchdog, the UI and the CLI use it too).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from airflow_crashsafe.secret_shapes import (
+    MASK,
+    SECRET_KEY_PATTERN,
+    Found,
+    KnownSecrets,
+    basic_password,
+    key_words,
+    mask_path,
+    mask_text,
+    name_is_secret,
+)
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -37,13 +58,13 @@ __all__ = [
     "SECRET_KEY_PATTERN",
     "SENSITIVE_FIELDS",
     "RedactionPolicy",
+    "auth_secrets",
     "body_fields",
     "body_fingerprint",
     "mask_in_task_log",
     "query_params",
 ]
 
-MASK = "***"
 MAX_TEXT = 2000
 #: A copy of Airflow 3.3's secrets-masker ``DEFAULT_SENSITIVE_FIELDS``, for when Airflow is absent;
 #: :func:`sensitive_fields` uses Airflow's own set (and its configured additions) when it can.
@@ -73,26 +94,25 @@ SENSITIVE_FIELDS = frozenset(
         "webhook_url",
     }
 )
-#: Name fragments that mark a secret beyond Airflow's list (``auth`` but not ``author``).
-SECRET_KEY_PATTERN = re.compile(
-    r"pass(word|wd)?|secret|token|auth(?!or)|api[-_]?key|credential|private|cookie|session|signature",
-    re.IGNORECASE,
-)
 #: Known secret values shorter than this are not scrubbed from text (as Airflow's masker does).
 MIN_KNOWN_SECRET = 5
-_NON_WORD = re.compile(r"\W+")
-_BEARER = re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
-_PAIR = re.compile(r"""(?P<key>[A-Za-z_][\w.-]*)(?P<sep>["']?\s*[:=]\s*["']?)(?P<value>[^\s"'&,;)}\]]+)""")
-_URL_QUERY = re.compile(r"(?P<base>\b[a-z][a-z0-9+.-]*://[^\s?#\"'<>]+)\?[^\s#\"'<>]*", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*):[^\s@/\"'<>]+@", re.IGNORECASE)
-#: Text without these cannot hold a pair, a URL credential or a Bearer token.
-_SUSPECT = re.compile(r"[=:@?]|bearer|basic", re.IGNORECASE)
 _FORM_KEY = re.compile(r"^[\w.\-\[\]]+$")
+#: Airflow keeps one masker per import path: the task SDK's and the core's (api-server, CLI).
+_AIRFLOW_MASKERS = ("airflow.sdk._shared.secrets_masker", "airflow._shared.secrets_masker")
+
+
+def sensitive_fields() -> frozenset[str]:
+    """Airflow's sensitive field names (and ``[core] sensitive_var_conn_names``), else the copy.
+
+    Airflow's own set is read only in a process that has imported Airflow (a task, the UI): the
+    watchdog must not import it, and the copy is the same list.
+    """
+    airflow = sys.modules.get("airflow")
+    return _airflow_sensitive_fields() if airflow is not None else SENSITIVE_FIELDS
 
 
 @functools.cache
-def sensitive_fields() -> frozenset[str]:
-    """Airflow's sensitive field names (and ``[core] sensitive_var_conn_names``), else the copy."""
+def _airflow_sensitive_fields() -> frozenset[str]:
     names = set(SENSITIVE_FIELDS)
     try:
         from airflow.sdk._shared.secrets_masker import DEFAULT_SENSITIVE_FIELDS
@@ -110,14 +130,8 @@ def sensitive_fields() -> frozenset[str]:
 
 
 def _normalise(name: str) -> str:
-    return _NON_WORD.sub("_", name.strip().lower())
-
-
-@functools.lru_cache(maxsize=4096)
-def _names_secret(name: str) -> bool:
-    """True when ``name`` contains a sensitive field name or matches the pattern (cached: hot path)."""
-    key = _normalise(name)
-    return SECRET_KEY_PATTERN.search(key) is not None or any(s in key for s in sensitive_fields())
+    """A name as its words in snake case: ``cardNumber``, ``Card-Number`` and ``CARD_NUMBER`` agree."""
+    return "_".join(key_words(name))
 
 
 def body_fingerprint(body: str | bytes) -> dict[str, Any]:
@@ -126,12 +140,16 @@ def body_fingerprint(body: str | bytes) -> dict[str, Any]:
     return {"body_sha256": hashlib.sha256(raw).hexdigest(), "length": len(raw)}
 
 
+def _digest(values: Any) -> str:
+    return hashlib.sha256(json.dumps(values, separators=(",", ":")).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class RedactionPolicy:
     """What one call (or the UI, or the CLI) masks; immutable, extended with :meth:`knowing`.
 
-    ``fields``: extra key names to mask (any case); ``safe_query_params``: query parameters kept in
-    endpoints; ``known_secrets``: values already masked elsewhere, scrubbed from any text.
+    ``fields``: extra key names to mask (any case style); ``safe_query_params``: query parameters
+    kept in endpoints; ``known_secrets``: values already masked elsewhere, scrubbed from any text.
     """
 
     fields: frozenset[str] = frozenset()
@@ -146,42 +164,73 @@ class RedactionPolicy:
 
     def is_secret_key(self, name: object) -> bool:
         """True when a value under ``name`` must be masked."""
-        return _names_secret(str(name)) or (bool(self.fields) and _normalise(str(name)) in self.fields)
+        name = str(name)
+        return name_is_secret(name, sensitive_fields()) or (
+            bool(self.fields) and _normalise(name) in self.fields
+        )
 
-    def knowing(self, *values: Any) -> RedactionPolicy:
-        """This policy, also scrubbing every secret found in ``values`` (strings, or JSON-like)."""
-        found = set(self.known_secrets)
+    def knowing(self, *values: Any, urls: Iterable[str] = ()) -> RedactionPolicy:
+        """This policy, also scrubbing every secret found in ``values`` and ``urls``.
+
+        ``values``: strings (each a secret) or JSON-like values (the values of secret keys, and
+        whatever has a secret's shape in the others); ``urls``: endpoints or URLs, whose
+        secret query parameters and token-carrying path segments are secrets.
+        """
+        found = Found(set(self.known_secrets))
         for value in values:
-            found |= self._secrets_in(value, secret=isinstance(value, str))
-        found = {s for s in found if len(s) >= MIN_KNOWN_SECRET}
-        return RedactionPolicy(self.fields, self.safe_query_params, frozenset(found))
+            self._secrets_in(value, found, secret=isinstance(value, str))
+        for url in urls:
+            self._secrets_in(query_params(url), found, secret=False)
+            self.endpoint(url, found)
+        known = {s for s in found.credentials | found.opaque if len(s) >= MIN_KNOWN_SECRET}
+        return RedactionPolicy(self.fields, self.safe_query_params, frozenset(known))
 
-    def _secrets_in(self, value: Any, *, secret: bool) -> set[str]:
-        if isinstance(value, Mapping):
-            return {
-                s
-                for k, v in value.items()
-                for s in self._secrets_in(v, secret=secret or self.is_secret_key(k))
-            }
-        if isinstance(value, list | tuple | set | frozenset):
-            return {s for v in value for s in self._secrets_in(v, secret=secret)}
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if not (secret and isinstance(value, str) and value):
-            return set()
-        return {value, value.split()[-1]} if " " in value.strip() else {value}  # "Bearer X": X too
+    def _secrets_in(self, value: Any, found: Found, *, secret: bool) -> None:
+        kind = type(value)
+        if value is None or kind is int or kind is float or kind is bool:
+            return  # the common leaves first: this walks every request
+        if kind is str and not secret:
+            mask_text(value, found, self.is_secret_key)
+        elif kind is dict or isinstance(value, Mapping):
+            for k, v in value.items():
+                self._secrets_in(v, found, secret=secret or self.is_secret_key(k))
+        elif isinstance(value, list | tuple | set | frozenset):
+            for v in value:
+                self._secrets_in(v, found, secret=secret)
+        elif isinstance(value, bytes):
+            self._secrets_in(value.decode("utf-8", "replace"), found, secret=secret)
+        elif isinstance(value, str) and value and not secret:
+            mask_text(value, found, self.is_secret_key)
+        elif isinstance(value, str) and value:
+            found.add(value)
+            words = value.split()
+            if len(words) > 1:  # "Bearer X": X on its own too
+                found.add(words[-1])
+            if len(words) == 2 and words[0].lower() == "basic":
+                found.add(basic_password(words[1]))
+
+    def log_masks(self) -> set[str]:
+        """What Airflow's masker must hide in the task log: the known secrets in their plain forms."""
+        return set(self._known.plain_forms)
+
+    @functools.cached_property
+    def _known(self) -> KnownSecrets:
+        return KnownSecrets(self.known_secrets)
 
     # -- JSON-like values ---------------------------------------------------------------------
 
     def value(self, value: Any, _depth: int = 0) -> Any:
-        """A JSON-like copy of ``value``: secret keys masked at any depth, strings scrubbed."""
-        if value is None or type(value) in (int, float, bool):
+        """A JSON-like copy of ``value``: secret keys masked at any depth, strings scrubbed (keys too)."""
+        kind = type(value)
+        if value is None or kind is int or kind is float or kind is bool:
             return value
+        if kind is str:  # the common leaf first: the walk is on the hot path of every call
+            return self.text(value)
         if _depth > 20:
             return MASK
-        if isinstance(value, Mapping):
-            return {str(k): self._field(str(k), v, _depth) for k, v in value.items()}
-        if isinstance(value, list | tuple):
+        if kind is dict or isinstance(value, Mapping):
+            return {_key(str(k)): self._field(str(k), v, _depth) for k, v in value.items()}
+        if kind is list or isinstance(value, list | tuple):
             return [self.value(v, _depth + 1) for v in value]
         if isinstance(value, str):
             return self.text(value)
@@ -195,36 +244,32 @@ class RedactionPolicy:
     # -- free text ----------------------------------------------------------------------------
 
     def text(self, text: str) -> str:
-        """``text`` with credentials, secret ``name=value`` pairs and known secrets masked, cut."""
-        for known in sorted(self.known_secrets, key=len, reverse=True):
-            text = text.replace(known, MASK)
-        if _SUSPECT.search(text) is None:  # the common case: a plain value, nothing to pair
-            text = _airflow_masked(text)
-            return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
-        text = _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}:{MASK}@", text)
-        text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{MASK}", text)
-        text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-        text = _PAIR.sub(self._pair, text)
-        text = _airflow_masked(text)
+        """``text`` scrubbed (:meth:`scrub`) and cut to :data:`MAX_TEXT` characters."""
+        text = self.scrub(text)
         return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
 
-    def _pair(self, match: re.Match[str]) -> str:
-        if not self.is_secret_key(match.group("key")) or match.group("value") == MASK:
-            return match.group(0)
-        return f"{match.group('key')}{match.group('sep')}{MASK}"
+    def scrub(self, text: str) -> str:
+        """``text`` with known secrets, every secret shape and Airflow's registered secrets masked."""
+        if self.known_secrets:
+            text = self._known.scrub(text)
+        return _airflow_masked(mask_text(text, names=self.is_secret_key))
 
     # -- HTTP requests ------------------------------------------------------------------------
 
-    def endpoint(self, endpoint: str) -> str:
-        """``endpoint`` without its query string, except the parameters named safe."""
+    def endpoint(self, endpoint: str, found: Found | None = None) -> str:
+        """``endpoint`` without its query string (but the parameters named safe), its password, and
+        its path segments that carry a token or read as random (those go to ``found``)."""
         parts = urlsplit(endpoint)
-        if not parts.query and "@" not in parts.netloc:
+        path = mask_path(parts.path, found, self.is_secret_key)
+        if not parts.query and "@" not in parts.netloc and path == parts.path:
             return endpoint
         kept = [
             (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k in self.safe_query_params
         ]
         netloc = parts.netloc.rpartition("@")[2]  # never a user:password@ either
-        return urlunsplit((parts.scheme, netloc, parts.path, urlencode(kept), ""))
+        if found is not None and netloc != parts.netloc:
+            found.add(parts.netloc.rpartition("@")[0].partition(":")[2] or parts.netloc.rpartition("@")[0])
+        return urlunsplit((parts.scheme, netloc, path, urlencode(kept), ""))
 
     def query_digest(self, endpoint: str) -> str | None:
         """A digest of the query parameters :meth:`endpoint` drops that do not name a secret.
@@ -237,9 +282,21 @@ class RedactionPolicy:
         dropped = sorted(
             (k, v) for k, v in pairs if k not in self.safe_query_params and not self.is_secret_key(k)
         )
-        if not dropped:
-            return None
-        return hashlib.sha256(json.dumps(dropped, separators=(",", ":")).encode()).hexdigest()
+        return _digest(dropped) if dropped else None
+
+    def opaque_digest(self, value: Any = None, *, endpoint: str | None = None) -> str | None:
+        """A digest of what masking took only because it reads as random (an id, maybe), or None.
+
+        A path segment such as ``/files/1BxiMVs0XRA5nFMdKvBdBZjgmUUqptlbs74OgvE2upms`` may be
+        the payload rather than a credential: two calls that differ in it must not look the
+        same to the ledger's conflict check. Credential shapes (a token after ``/bot``, a JWT,
+        a secret-named field) stay out, so that a rotated credential is the same call.
+        """
+        found = Found()
+        if endpoint is not None:
+            mask_path(urlsplit(endpoint).path, found, self.is_secret_key)
+        self._secrets_in(value, found, secret=False)
+        return _digest(sorted(found.opaque)) if found.opaque else None
 
     def body(self, body: Any) -> Any:
         """What is stored of a request body: JSON and forms redacted, any other text fingerprinted."""
@@ -262,6 +319,24 @@ class RedactionPolicy:
         if isinstance(request.get("endpoint"), str):
             shown["endpoint"] = self.endpoint(request["endpoint"])
         return shown
+
+
+@functools.lru_cache(maxsize=4096)
+def _key(name: str) -> str:
+    """A mapping key scrubbed of secret shapes (keys repeat across rows: cached)."""
+    return mask_text(name)
+
+
+def auth_secrets(auth: Any) -> dict[str, str]:
+    """What a ``requests`` session authenticates with (a ``(login, password)`` pair or a basic-auth
+    object), as secret-named values for :meth:`RedactionPolicy.knowing`: the password and the
+    ``Basic`` credential the session sends."""
+    login, password = auth if isinstance(auth, tuple) and len(auth) == 2 else (None, None)
+    login, password = getattr(auth, "username", login), getattr(auth, "password", password)
+    if not isinstance(password, str) or not password:
+        return {}
+    token = base64.b64encode(f"{login or ''}:{password}".encode()).decode()
+    return {"password": password, "authorization": f"Basic {token}"}
 
 
 def query_params(endpoint: str) -> dict[str, Any]:
@@ -329,21 +404,16 @@ def mask_in_task_log(secrets: Iterable[str]) -> None:
 
 
 def _airflow_masked(text: str) -> str:
-    """``text`` with every secret registered with Airflow's masker hidden (unchanged without it)."""
-    redact = _airflow_redact()
-    if redact is None:
-        return text
-    masked = redact(text)
-    return masked if isinstance(masked, str) else text
+    """``text`` with every secret registered with Airflow's maskers hidden.
 
-
-@functools.cache
-def _airflow_redact() -> Callable[[Any], Any] | None:
-    try:
-        from airflow.sdk._shared.secrets_masker import redact
-    except ImportError:
-        return None
-    return redact
+    Only maskers this process has imported can hold a registered secret, so none is imported here.
+    """
+    for name in _AIRFLOW_MASKERS:
+        masker = sys.modules.get(name)
+        if masker is not None:
+            masked = masker.redact(text)
+            text = masked if isinstance(masked, str) else text
+    return text
 
 
 DEFAULT_POLICY = RedactionPolicy()

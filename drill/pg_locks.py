@@ -24,13 +24,13 @@ SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
 WHERE c.relname = 'slot_pool' AND l.mode = 'RowShareLock' AND l.granted AND l.pid <> pg_backend_pid()
 """
 _BACKEND = """
-SELECT a.pid, a.client_port, a.state,
+SELECT a.pid, a.client_port, a.state, a.application_name,
        EXTRACT(EPOCH FROM now() - a.xact_start), EXTRACT(EPOCH FROM now() - a.state_change),
        COALESCE(array_agg(DISTINCT l.mode || ' on ' || c.relname)
                 FILTER (WHERE c.relname IS NOT NULL AND c.relname NOT LIKE 'pg\\_%%'), '{}'),
        bool_or(l.locktype = 'advisory')
 FROM pg_stat_activity a LEFT JOIN pg_locks l ON l.pid = a.pid LEFT JOIN pg_class c ON c.oid = l.relation
-WHERE a.pid = %s GROUP BY a.pid, a.client_port, a.state, a.xact_start, a.state_change
+WHERE a.pid = %s GROUP BY a.pid, a.client_port, a.state, a.application_name, a.xact_start, a.state_change
 """
 #: Seconds from the newest scheduler heartbeat to the begin of backend %s's transaction.
 _BEGAN_AFTER_HEARTBEAT = """
@@ -56,6 +56,8 @@ class Backend:
     #: ``"RowShareLock on slot_pool"``, ... (relations only, catalogs left out).
     locks: tuple[str, ...]
     advisory_lock: bool
+    #: The session's ``application_name`` (a scheduler's carries its identity, set by the plugin).
+    application_name: str = ""
 
     @property
     def holds_pool_lock(self) -> bool:
@@ -100,8 +102,9 @@ class MetadataProbe:
         row = self.conn.execute(_BACKEND, (pid,)).fetchone()
         if row is None:
             return None
-        age, idle = (None if v is None else float(v) for v in (row[3], row[4]))
-        return Backend(int(row[0]), row[1], str(row[2]), age, idle, tuple(sorted(row[5])), bool(row[6]))
+        age, idle = (None if v is None else float(v) for v in (row[4], row[5]))
+        locks = tuple(sorted(row[6]))
+        return Backend(int(row[0]), row[1], str(row[2]), age, idle, locks, bool(row[7]), str(row[3] or ""))
 
     def began_after_heartbeat(self, pid: int) -> float | None:
         """Seconds between the last scheduler heartbeat before backend ``pid``'s transaction and its begin.

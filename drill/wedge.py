@@ -117,6 +117,7 @@ class Wedge:
             if backend is None:
                 break
             scheduler = self.scenario.components["scheduler"]
+            self.fact.scheduler_pid = scheduler.pid
             survivors = scheduler.crash()
             self.fact.kills += 1
             self.fact.killed_at = self.scenario.crashed_at = time.time()
@@ -142,6 +143,7 @@ class Wedge:
         f = self.fact
         f.backend_pid, f.backend_state, f.backend_age = backend.pid, backend.state, backend.transaction_age
         f.locks, f.advisory_lock = list(backend.locks), backend.advisory_lock
+        f.backend_application = backend.application_name
         f.began_after_heartbeat = self.probe.began_after_heartbeat(backend.pid)
         if backend.client_port is not None:
             f.socket_holders = len(socket_holders(backend.client_port, self.processes()))
@@ -224,7 +226,7 @@ class Wedge:
                 None,
             )
             if page is not None and f.page_at is None:
-                f.page_at, f.page_summary = page.at, page.summary()
+                f.page_at, f.page_key, f.page_summary = page.at, page.key, page.summary()
                 self.progress(f"page: {f.page_summary}")
             if f.backend_gone_at is None and self.probe.backend(f.backend_pid or 0) is None:
                 f.backend_gone_at = time.time()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from airflow_crashsafe.component_identity.name import parse
 from drill.table import align
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TITLES",
     "WedgeFact",
+    "carries_identity",
     "collect",
     "held",
     "inconclusive",
@@ -38,6 +40,12 @@ __all__ = [
 TITLES = {"plain": "plain Airflow", "crashsafe": "crashsafe (watch --heal)"}
 #: Terminal DAG run states.
 _FINISHED = ("success", "failed")
+
+
+def carries_identity(w: WedgeFact) -> bool:
+    """Whether the orphaned session's application_name names a scheduler job and the killed pid."""
+    identity = parse(w.backend_application)
+    return identity is not None and identity.component == "scheduler" and identity.pid == w.scheduler_pid
 
 
 def is_wedge_page(key: str, summary: str) -> bool:
@@ -66,6 +74,10 @@ class WedgeFact:
     began_after_heartbeat: float | None = None
     #: Surviving processes the dead scheduler forked that still hold the session's socket.
     socket_holders: int = 0
+    #: The killed scheduler's pid, and the ``application_name`` its orphaned session carried (the
+    #: identity the plugin sets, by which the watchdog proves the session the dead scheduler's).
+    scheduler_pid: int | None = None
+    backend_application: str = ""
     tasks: int = 0
     #: Reset task instances still ``scheduled`` when the plain phase gave up, and since when.
     stuck: int = 0
@@ -77,6 +89,7 @@ class WedgeFact:
     heal_available: bool = False
     heal_started_at: float | None = None
     page_at: float | None = None
+    page_key: str = ""
     page_summary: str = ""
     backend_gone_at: float | None = None
     recovered_at: float | None = None
@@ -170,7 +183,8 @@ def section(facts: DrillFacts) -> list[str]:
     lines = [
         f"SIGKILL landed inside the scheduler's critical section on try {w.tries} ({w.kills} kill(s)); "
         f"backend {w.backend_pid} held: {locks or '?'}; its transaction began "
-        f"{_s(w.began_after_heartbeat)} after the scheduler's last heartbeat.",
+        f"{_s(w.began_after_heartbeat)} after the scheduler's last heartbeat; its application_name "
+        f"was {w.backend_application!r} (scheduler pid {w.scheduler_pid}).",
         f"Plain phase: the restarted scheduler heartbeats; waited {w.give_up:.0f} s for it to queue "
         f"the {w.tasks} reset tasks.",
     ]
@@ -213,6 +227,11 @@ def invariants(facts: DrillFacts) -> list[str]:
     if w is None or inconclusive(facts) or w.heal_started_at is None:
         return []
     broken = []
+    if not carries_identity(w):
+        broken.append(
+            f"the dead scheduler's session carried no identity of scheduler pid {w.scheduler_pid} "
+            f"(application_name {w.backend_application!r}): --heal can only page it"
+        )
     if w.page_at is None:
         broken.append("the healing watchdog never paged the dead scheduler's open transaction")
     if w.recovered_at is None:

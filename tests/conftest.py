@@ -2,7 +2,8 @@
 
 Fixtures: ``postgres_server_url`` (session; admin URL of a real PostgreSQL), ``postgres_url`` (a
 fresh database for one test, dropped afterwards), ``mariadb_server_url`` / ``mariadb_url`` (the
-same on a throwaway MariaDB), ``sqlite_url`` and ``duckdb_url`` (temp files),
+same on a throwaway MariaDB; ``mariadb_connector_url`` reaches it through mysql-connector-python),
+``sqlite_url`` and ``duckdb_url`` (temp files),
 ``airflow_conn`` (sets ``AIRFLOW_CONN_<ID>`` for one test) and ``configured_store`` (the crashsafe
 store as configured, on PostgreSQL and on the embedded SQLite file).
 
@@ -41,10 +42,11 @@ from airflow_crashsafe.testing.postgres import (  # noqa: E402
     make_database,
     start_cluster,
 )
+from tests.support.ci import in_ci  # noqa: E402
+from tests.support.engines import ENGINES, MYSQL_CLIENTS  # noqa: E402
 
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+#: The suite's own plugins: a time limit nothing in a test can disarm, and CI's check of skips.
+pytest_plugins = ["tests.plugins.time_limit", "tests.plugins.skips"]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -70,6 +72,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     from tests.support.lanes import LaneScheduling
 
     return LaneScheduling(config, log)
+
+
+#: Marks every test under a directory carries, whatever its module declares: the floor run
+#: (``-m "floor or (integration and not e2e)"``, .ci/run) selects by them, so a module that forgot
+#: its ``pytestmark`` must not drop out of it. The e2e tests are not marked ``integration``:
+#: ``-m integration`` means tests/integration, and the floor run leaves the e2e ones out anyway.
+DIRECTORY_MARKS = {"tests/integration/": ("integration",), "tests/e2e/": ("e2e", "slow")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by its directory (:data:`DIRECTORY_MARKS`)."""
+    for item in items:
+        where = item.nodeid.replace("\\", "/")
+        for directory, names in DIRECTORY_MARKS.items():
+            if where.startswith(directory):
+                for name in names:
+                    if item.get_closest_marker(name) is None:
+                        item.add_marker(name)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -123,7 +144,7 @@ def postgres_server_url() -> Iterator[str]:
         hint = (
             f"{exc}; `./dev test` installs them, or set CRASHSAFE_TEST_POSTGRES_URL to a server's admin URL"
         )
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI needs PostgreSQL: {hint}", pytrace=False)
         pytest.skip(hint)
     try:
@@ -155,7 +176,7 @@ def mariadb_server_url() -> Iterator[str]:
         server = start_server()
     except MariaDbUnavailable as exc:
         hint = f"{exc}; `./dev` installs it, or set CRASHSAFE_TEST_MARIADB_URL to a server's admin URL"
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI needs MariaDB: {hint}", pytrace=False)
         pytest.skip(hint)
     try:
@@ -177,6 +198,19 @@ def mariadb_url(mariadb_server_url: str) -> Iterator[str]:
         drop_mariadb(mariadb_server_url, url)
 
 
+@pytest.fixture
+def mariadb_connector_url(mariadb_url: str) -> str:
+    """:func:`mariadb_url` opened through mysql-connector-python (``?client=``, as a connection's extra)."""
+    return f"{mariadb_url}?client=mysql-connector-python"
+
+
+@pytest.fixture(params=list(MYSQL_CLIENTS))
+def mariadb_client_url(request: pytest.FixtureRequest) -> str:
+    """A fresh MariaDB database through each MySQL client MySqlHook opens (``tests.support.engines``)."""
+    url: str = request.getfixturevalue(ENGINES[request.param])
+    return url
+
+
 @pytest.fixture(scope="session")
 def snowflake_server() -> Iterator[Any]:
     """A Snowflake emulator (``fakesnow``'s server) for the session; skipped when not installed."""
@@ -186,7 +220,7 @@ def snowflake_server() -> Iterator[Any]:
         server = start_server()
     except FakesnowUnavailable as exc:
         hint = f"Snowflake emulator unavailable: {exc}; `./dev` installs it"
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI needs fakesnow: {hint}", pytrace=False)
         pytest.skip(hint)
     use_plain_http()

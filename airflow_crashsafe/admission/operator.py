@@ -17,7 +17,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -179,6 +179,8 @@ class RecoveryAdmissionMixin:
                         release(asking.store, outcome[0])
                         log.warning("crashsafe: %s; waiting for a recovery place in the worker.", why)
                         return wait_for_place(asking, config.recovery_wait_seconds())
+            if isinstance(outcome, tuple):
+                self._hand_off(asking, outcome[0])
         except ConfigurationError:
             raise
         except Exception as exc:  # admission damps load; a store outage must not stop the work
@@ -221,9 +223,21 @@ class RecoveryAdmissionMixin:
             return admitted(asking, holder, place, time.time() - arrived)
         return holder, arrived
 
+    def _hand_off(self, asking: Asking, holder: int) -> None:
+        """Give the waiting row to the trigger; a failure frees it (best effort) and is raised.
+
+        Runs inside :meth:`_admit`'s fail-open guard: a row the trigger cannot own must not fail the
+        task, and one left waiting under this live pid could later be admitted to nobody.
+        """
+        try:
+            with asking.store.transaction() as db:
+                sql.hand_off(db, holder)
+        except Exception:
+            with suppress(Exception):  # the store is failing: the row may outlive us
+                release(asking.store, holder)
+            raise
+
     def _defer_for_place(self, asking: Asking, holder: int, arrived: float) -> NoReturn:
-        with asking.store.transaction() as db:
-            sql.hand_off(db, holder)
         log.info(
             "crashsafe: waiting for a recovery place for resource %r (budget %d; %s); deferring.",
             asking.request.resource,

@@ -16,10 +16,11 @@ Example (TOML)::
     routing_key_env = "PAGERDUTY_ROUTING_KEY"
     min_severity = "critical"
 
-Every sink takes ``timeout`` (each network wait, s), ``deadline`` (the whole attempt on the wall
-clock, s; default 30), ``retries`` and ``min_severity``. Email verifies TLS certificates; see
-:class:`~airflow_crashsafe.alerting.sinks.EmailSink` for ``tls_insecure_skip_verify``,
-``tls_ca_file`` and ``allow_plaintext_login``.
+Every sink takes ``timeout`` (each network wait, s; above 0, at most 3600), ``deadline`` (the whole
+attempt on the wall clock, s; default 30, above 0, at most 3600), ``retries`` (0 to 100) and
+``min_severity``; a nan, infinite or out-of-range number is refused naming the sink and field.
+Email verifies TLS certificates; see :class:`~airflow_crashsafe.alerting.sinks.EmailSink` for
+``tls_insecure_skip_verify``, ``tls_ca_file`` and ``allow_plaintext_login``.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def build_sink(
     common: dict[str, Any] = {
         k: spec[k] for k in ("name", "timeout", "deadline", "retries", "min_severity") if k in spec
     }
-    common.update(extra)
+    common.update(extra, label=where)
     factories: dict[str, Callable[[], Sink]] = {
         "webhook": lambda: WebhookSink(
             _need(secrets["url"], where, "url"),
@@ -167,7 +168,7 @@ def build_sink(
         ),
         "email": lambda: EmailSink(
             host=_need(spec.get("host"), where, "host"),
-            port=int(spec.get("port", 25)),
+            port=spec.get("port", 25),
             sender=_need(spec.get("from"), where, "from"),
             recipients=[spec["to"]] if isinstance(spec.get("to"), str) else list(spec.get("to") or []),
             username=spec.get("username"),
@@ -182,14 +183,34 @@ def build_sink(
     }
     try:
         return factories[kind]()
+    except ConfigurationError:
+        raise  # already names the sink (its ``label``)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {exc}") from None
 
 
 def build_sinks(
-    specs: Sequence[Mapping[str, Any]] | None, *, env: Mapping[str, str] | None = None, **extra: Any
+    specs: Sequence[Mapping[str, Any]] | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    source: str | os.PathLike[str] | None = None,
+    **extra: Any,
 ) -> list[Sink]:
-    """All sinks of a ``sinks`` list; names default to the type and must end up unique."""
+    """All sinks of a ``sinks`` list; names default to the type and must end up unique.
+
+    ``source``: the file the list came from, named in every error (``<file>: [[sinks]]: …``).
+    """
+    try:
+        return _build_sinks(specs, env=env, **extra)
+    except ConfigurationError as exc:
+        if source is None:
+            raise
+        raise ConfigurationError(f"{source}: [[sinks]]: {exc}") from None
+
+
+def _build_sinks(
+    specs: Sequence[Mapping[str, Any]] | None, *, env: Mapping[str, str] | None, **extra: Any
+) -> list[Sink]:
     if specs is None:
         return []
     if not isinstance(specs, list) or not all(isinstance(s, Mapping) for s in specs):

@@ -28,6 +28,7 @@ import requests
 from airflow_crashsafe.alerting import transport
 from airflow_crashsafe.alerting.model import SEVERITIES, Alert, severity_rank
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.limits import HOUR, Limit
 
 __all__ = [
     "PAGERDUTY_EVENTS_URL",
@@ -48,6 +49,12 @@ TIMESTAMP_HEADER = "X-Crashsafe-Timestamp"
 _REDACTED = "***"
 #: Default wall-clock bound of one delivery attempt, however slowly the sink answers (s).
 DEFAULT_DEADLINE = 30.0
+#: What a sink's numbers may be, from a ``[[sinks]]`` table or a constructor: a nan or infinite
+#: timeout or deadline would let one sink hold every delivery, unbounded retries would never end.
+TIMEOUT_LIMIT = Limit(0, HOUR, above=True)
+DEADLINE_LIMIT = Limit(0, HOUR, above=True)
+RETRIES_LIMIT = Limit(0, 100, integer=True, unit="retries")
+PORT_LIMIT = Limit(1, 65535, integer=True, unit="")
 #: How much of an error answer's body is read (and quoted) at most.
 _SNIPPET_BYTES = 200
 
@@ -105,7 +112,8 @@ class Sink(ABC):
 
     ``timeout`` bounds each network wait of an attempt (connect, one read); ``deadline`` bounds the
     whole attempt on the wall clock, however slowly the far end drips its answer (the dispatcher
-    abandons an attempt past it); ``retries`` extra attempts follow a failure.
+    abandons an attempt past it); ``retries`` extra attempts follow a failure. ``label`` is how
+    configuration errors name the sink (default ``sink '<name>'``; a config file's entry says which).
     """
 
     kind = "sink"
@@ -118,22 +126,19 @@ class Sink(ABC):
         retries: int = 2,
         min_severity: str = "info",
         deadline: float = DEFAULT_DEADLINE,
+        label: str | None = None,
     ) -> None:
+        self.name = name or self.kind
+        self._label = label or f"sink {self.name!r}"
         if min_severity not in SEVERITIES:
             raise ConfigurationError(
-                f"sink {name or self.kind!r}: min_severity must be one of {SEVERITIES}, not "
-                f"{min_severity!r}: pick one of them"
+                f"{self._label}: min_severity must be one of {SEVERITIES}, not {min_severity!r}: "
+                "pick one of them"
             )
-        self.name = name or self.kind
-        self.timeout = float(timeout)
-        self.retries = int(retries)
+        self.timeout = TIMEOUT_LIMIT.check(timeout, f"{self._label}: timeout", example=10)
+        self.retries = RETRIES_LIMIT.check_int(retries, f"{self._label}: retries", example=2)
         self.min_severity = min_severity
-        self.deadline = float(deadline)
-        if not (math.isfinite(self.deadline) and self.deadline > 0 and self.timeout > 0):
-            raise ConfigurationError(
-                f"sink {self.name!r}: timeout and deadline must be positive numbers of seconds, got "
-                f"timeout={timeout!r}, deadline={deadline!r}"
-            )
+        self.deadline = DEADLINE_LIMIT.check(deadline, f"{self._label}: deadline", example=DEFAULT_DEADLINE)
 
     def accepts(self, alert: Alert) -> bool:
         """Whether this sink wants this alert (by severity)."""
@@ -157,7 +162,7 @@ class _HttpSink(Sink):
         super().__init__(**kwargs)
         if not url.startswith(("http://", "https://")):
             raise ConfigurationError(
-                f"sink {self.name!r}: URL must start with http:// or https://: give the endpoint's full URL"
+                f"{self._label}: URL must start with http:// or https://: give the endpoint's full URL"
             )
         self._url = url
         self._session = session or transport.closable_session()
@@ -261,7 +266,7 @@ class PagerDutySink(_HttpSink):
         super().__init__(url, **kwargs)
         if not routing_key:
             raise ConfigurationError(
-                f"sink {self.name!r}: PagerDuty needs a routing key: give the integration key of an "
+                f"{self._label}: PagerDuty needs a routing key: give the integration key of an "
                 "Events API v2 service"
             )
         self._routing_key = routing_key
@@ -316,18 +321,16 @@ class EmailSink(Sink):
     ) -> None:
         super().__init__(**kwargs)
         if not recipients:
-            raise ConfigurationError(
-                f"sink {self.name!r}: email needs at least one recipient: list them in 'to'"
-            )
+            raise ConfigurationError(f"{self._label}: email needs at least one recipient: list them in 'to'")
         if username and not (starttls or use_ssl) and not allow_plaintext_login:
             raise ConfigurationError(
-                f"sink {self.name!r}: 'username' without 'ssl' or 'starttls' would send the password "
+                f"{self._label}: 'username' without 'ssl' or 'starttls' would send the password "
                 "in clear: set ssl = true or starttls = true (or allow_plaintext_login = true for a "
                 "test server)"
             )
         if starttls and use_ssl:
-            raise ConfigurationError(f"sink {self.name!r}: give 'ssl' or 'starttls', not both")
-        self._host, self._port = host, int(port)
+            raise ConfigurationError(f"{self._label}: give 'ssl' or 'starttls', not both")
+        self._host, self._port = host, PORT_LIMIT.check_int(port, f"{self._label}: port", example=587)
         self._sender, self._recipients = sender, list(recipients)
         self._username, self._password = username, password
         self._starttls, self._use_ssl = starttls, use_ssl
@@ -337,9 +340,7 @@ class EmailSink(Sink):
         try:
             context = ssl.create_default_context(cafile=ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigurationError(
-                f"sink {self.name!r}: cannot read tls_ca_file {ca_file!r}: {exc}"
-            ) from None
+            raise ConfigurationError(f"{self._label}: cannot read tls_ca_file {ca_file!r}: {exc}") from None
         if skip_verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.limits import HOUR, Limit
 
 if TYPE_CHECKING:
     from airflow_crashsafe.audit.classify import SlotReport
@@ -167,7 +168,7 @@ def _duplicates(args: argparse.Namespace) -> int:
         from airflow_crashsafe.alerting import Dispatcher, FileOutbox, build_sinks, load_config_file
         from airflow_crashsafe.audit.alerts import alert_risky
 
-        sinks = build_sinks(load_config_file(args.alert_config).get("sinks", []))
+        sinks = build_sinks(load_config_file(args.alert_config).get("sinks", []), source=args.alert_config)
         outbox = (
             Path(args.state_dir or Path.home() / ".local" / "state" / "airflow-crashsafe")
             / "audit-outbox.jsonl"
@@ -198,7 +199,8 @@ def add_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         default=timedelta(seconds=60),
         help="only attempts started longer ago than this (default 60s)",
     )
-    rec.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, s (default 10)")
+    timeout = Limit(0, HOUR, above=True).argument(example=10)
+    rec.add_argument("--timeout", type=timeout, default=10.0, help="HTTP timeout, s (default 10)")
     rec.set_defaults(handler=_reconcile)
 
     dup = commands.add_parser("duplicates", help="list duplicate executions with protection and risk")

@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_crashsafe import config
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.options import LIMITS
 from airflow_crashsafe.redaction import DEFAULT_POLICY
 from airflow_crashsafe.store import ledger, open_store
 from airflow_crashsafe.store.ledger import LedgerEntry
@@ -125,7 +126,10 @@ def add_arguments(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
     prune = sub.add_parser("prune", help="delete entries older than the retention")
     prune.add_argument(
-        "--older-than-days", type=int, default=None, help="default: [crashsafe] ledger_retention_days (30)"
+        "--older-than-days",
+        type=LIMITS["ledger_retention_days"].argument(example=30),
+        default=None,
+        help="default: [crashsafe] ledger_retention_days (30)",
     )
     prune.set_defaults(handler=_prune)
 

@@ -15,11 +15,15 @@ import sys
 from collections.abc import Callable, Sequence
 
 from airflow_crashsafe.errors import CrashsafeError
+from airflow_crashsafe.limits import Limit
+from airflow_crashsafe.options import LIMITS
 
 __all__ = ["build_parser", "main"]
 
 PROG = "airflow-crashsafe"
 EXIT_ERROR = 2
+#: ``db prune --older-than``: at least a day, so that no slot that can still be retried loses its fence.
+OLDER_THAN = Limit(1, LIMITS["audit_retention_days"].high, integer=True, unit="days")
 
 
 def _db_migrate(args: argparse.Namespace) -> int:
@@ -39,20 +43,18 @@ def _db_prune(args: argparse.Namespace) -> int:
     from datetime import datetime, timedelta, timezone
 
     from airflow_crashsafe import config
-    from airflow_crashsafe.errors import ConfigurationError
     from airflow_crashsafe.store import open_store
     from airflow_crashsafe.store.dbapi import connect_target
     from airflow_crashsafe.store.retention import prune_store, prune_target
     from airflow_crashsafe.store.timeouts import lift_statement_timeout
 
-    days = args.older_than if args.older_than is not None else config.audit_retention_days()
+    if args.older_than is not None:
+        days = OLDER_THAN.check_int(args.older_than, "--older-than", example=90)
+    else:
+        days = config.audit_retention_days()
     if args.older_than is None and days == 0:
         print("[crashsafe] audit_retention_days is 0: nothing pruned (give --older-than DAYS)")
         return 0
-    if days < 1:
-        raise ConfigurationError(
-            f"--older-than {days}: keep at least 1 day, so no slot that can still be retried loses its fence"
-        )
     cutoff = datetime.now(timezone.utc) - timedelta(days=days)
     verb = "would delete" if args.dry_run else "deleted"
     with open_store().transaction() as db:

@@ -46,6 +46,7 @@ from airflow_crashsafe.dags._checks import (
 from airflow_crashsafe.dags.findings import Finding, condition, finding, fold
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.rules import check_expectation
+from airflow_crashsafe.watchdog.settings import LIMITS as WATCH_LIMITS
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG
@@ -101,10 +102,9 @@ class AlertingSettings:
     def __post_init__(self) -> None:
         check_expectation("expect_triggerer", self.expect_triggerer)
         check_expectation("expect_dag_processor", self.expect_dag_processor)
-        if self.threshold_seconds <= 0 or self.request_timeout <= 0:
-            raise ConfigurationError(
-                "threshold_seconds and request_timeout must be > 0: give them in seconds, e.g. 30 and 10"
-            )
+        # The watchdog's limits for the same two numbers: a nan threshold would call every component alive.
+        WATCH_LIMITS["threshold"].check(self.threshold_seconds, "threshold_seconds", example=30)
+        WATCH_LIMITS["timeout"].check(self.request_timeout, "request_timeout", example=10)
         for name in (
             "grace",
             "repeat_interval",
@@ -172,7 +172,7 @@ def build_dispatcher(settings: AlertingSettings) -> Dispatcher:
     from airflow_crashsafe.dags.notifiers import notifier_sinks
 
     path = settings.sinks_config or config.alerting_config()
-    sinks = build_sinks(load_config_file(path).get("sinks", [])) if path else []
+    sinks = build_sinks(load_config_file(path).get("sinks", []), source=path) if path else []
     sinks += notifier_sinks(settings.notifiers, config.alert_notifiers())
     if not sinks:
         log.warning(

@@ -7,14 +7,16 @@ import json
 import textwrap
 
 from airflow_crashsafe.doctor.findings import EXIT_CODES, HAZARD, Finding, exit_code
+from airflow_crashsafe.limits import DAY, Limit
 
 __all__ = ["DESCRIPTION", "EPILOG", "add_arguments", "render", "run"]
 
 DESCRIPTION = textwrap.fill(
     "Check this Airflow deployment for the hazards airflow-crashsafe knows (the metadata DB's "
-    "idle_in_transaction_session_timeout, a live triggerer when adoption is on, the store connection "
-    "seen from here, executor settings that make Airflow run a try twice) and print each with its "
-    "fix. Reads Airflow's configuration where it runs; needs no scheduler.",
+    "idle_in_transaction_session_timeout, the identity the scheduler's metadata sessions carry for "
+    "watch --heal, a live triggerer when adoption is on, the store connection seen from here, "
+    "executor settings that make Airflow run a try twice) and print each with its fix. Reads "
+    "Airflow's configuration where it runs; only the session identity needs a running scheduler.",
     width=79,
 )
 EPILOG = "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
@@ -25,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the findings as one JSON object")
     parser.add_argument(
         "--longest-task",
-        type=float,
+        type=Limit(0, 30 * DAY, above=True).argument(example=3600),
         default=3600.0,
         metavar="SECONDS",
         help="how long your longest task runs; a Celery visibility_timeout below it is a hazard "

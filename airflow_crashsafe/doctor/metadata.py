@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from airflow_crashsafe import config
 from airflow_crashsafe.doctor.airflow_settings import metadata_url, number
 from airflow_crashsafe.doctor.findings import ERROR, HAZARD, OK, SKIPPED, Finding
-from airflow_crashsafe.watchdog.db import DbSource, safe_db_url
+from airflow_crashsafe.dsn import safe_db_url
+from airflow_crashsafe.watchdog.db import DbSource
 from airflow_crashsafe.watchdog.health import is_alive
 
 __all__ = ["check_idle_transaction_timeout", "check_triggerer_for_adoption"]
@@ -29,9 +30,13 @@ def check_idle_transaction_timeout() -> list[Finding]:
     source = DbSource(url)
     if source.dialect != "postgresql":
         return [Finding(name, SKIPPED, f"the metadata database is {source.dialect}, not PostgreSQL")]
-    with source.connect() as conn, conn.cursor() as cursor:
-        cursor.execute(_TIMEOUT)
-        setting, database = cursor.fetchone()
+    try:
+        with source.connect() as conn, conn.cursor() as cursor:
+            cursor.execute(_TIMEOUT)
+            setting, database = cursor.fetchone()
+    except Exception as exc:  # libpq may quote the URL's password back: say it without
+        reason = f"{type(exc).__name__}: {source.describe_error(exc)}"
+        return [Finding(name, ERROR, f"could not check from here: {reason}"[:500])]
     milliseconds = int(setting)
     where = {
         "database": database,

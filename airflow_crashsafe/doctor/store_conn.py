@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from airflow_crashsafe import config
 from airflow_crashsafe.doctor.findings import HAZARD, OK, Finding
+from airflow_crashsafe.dsn import mask_dsn_text
 from airflow_crashsafe.store.store import store_connection_exists
 
 __all__ = ["check_store_connection"]
@@ -46,7 +47,7 @@ def check_store_connection() -> list[Finding]:
     try:
         db = CrashsafeHook(conn_id).get_conn()
     except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = mask_dsn_text(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__
         return [
             Finding(
                 name,

@@ -12,8 +12,10 @@ Nothing reaches the ledger unredacted: the request, the result and the error tex
 the call's :class:`~airflow_crashsafe.redaction.RedactionPolicy`. The payload fingerprint is taken
 over the redacted request, so two calls that differ only in a secret are the same call: a
 credential is not the payload (a retry after a token was rotated is a retry, not a conflict), and a
-stored hash of a secret could be guessed offline. Values the policy cannot classify (a raw text
-body, query parameters) still count, through their digest.
+stored hash of a secret could be guessed offline. Values the policy masks without knowing them for
+credentials still count, through their digest: a raw text body, query parameters, and a path
+segment masked only because it reads as random (``opaque_sha256``: such a run is too long to
+guess, and it may be the id the call is about).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from airflow_crashsafe.effects.in_flight import InFlightWait
 from airflow_crashsafe.effects.keys import derive_key
 from airflow_crashsafe.errors import ConfigurationError, FencedOut, IdempotencyConflict, OutcomeUnknown
 from airflow_crashsafe.identity import Attempt, Slot, attempt_from_context, current_context, slot_from_context
-from airflow_crashsafe.redaction import DEFAULT_POLICY, RedactionPolicy
+from airflow_crashsafe.redaction import DEFAULT_POLICY, RedactionPolicy, mask_in_task_log
 from airflow_crashsafe.store import fences
 from airflow_crashsafe.store import ledger as ledger_sql
 from airflow_crashsafe.store.ledger import LedgerEntry
@@ -125,7 +127,12 @@ def begin_call(
     key = derive_key(slot, target, version)
     store = store or open_store()
     policy = (redaction or DEFAULT_POLICY).knowing(request)
+    # Airflow's masker then hides them in the task log too (an effect's own exception may quote them).
+    mask_in_task_log(policy.log_masks())
+    opaque = policy.opaque_digest(request)
     request = policy.value(request)
+    if opaque is not None:  # masked only for reading as random: it may be the payload, so it counts
+        request = {**request, "opaque_sha256": opaque}
     request_fingerprint = fingerprint(request)
     # The common case, a key never seen, in one round trip: token issued and intent recorded.
     issue, fresh = ledger_sql.claim_new(

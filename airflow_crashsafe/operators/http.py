@@ -38,7 +38,13 @@ from airflow_crashsafe.errors import (
     IdempotencyConflict,
     OutcomeUnknown,
 )
-from airflow_crashsafe.redaction import RedactionPolicy, body_fields, mask_in_task_log, query_params
+from airflow_crashsafe.redaction import (
+    RedactionPolicy,
+    auth_secrets,
+    body_fields,
+    mask_in_task_log,
+    query_params,
+)
 
 if TYPE_CHECKING:
     import jinja2
@@ -162,12 +168,25 @@ class IdempotentHttpOperator(RecoveryAdmissionMixin, BaseOperator):
         self._redaction()
 
     def _redaction(self) -> RedactionPolicy:
-        """The call's policy, knowing its secrets: the values of secret-named headers, fields, parameters."""
+        """The call's policy, knowing its secrets: the values of secret-named headers, fields and
+        parameters, the tokens in its endpoint's path, and whatever else has a secret's shape."""
         policy = RedactionPolicy.of(self.redact_fields, self.safe_query_params)
         policy = policy.knowing(
-            dict(self.headers or {}), query_params(self.endpoint), self.json, body_fields(self.data)
+            dict(self.headers or {}),
+            query_params(self.endpoint),
+            self.json,
+            body_fields(self.data),
+            urls=[self.endpoint],
         )
-        mask_in_task_log(policy.known_secrets)
+        mask_in_task_log(policy.log_masks())
+        return policy
+
+    @staticmethod
+    def _knowing_session(policy: RedactionPolicy, session: requests.Session, url: str) -> RedactionPolicy:
+        """The policy, also knowing what the connection adds: its headers (extras), its login's
+        password and Basic credential, and the tokens in its base URL's path."""
+        policy = policy.knowing(dict(session.headers), auth_secrets(session.auth), urls=[url])
+        mask_in_task_log(policy.log_masks())
         return policy
 
     def _request_record(self, policy: RedactionPolicy) -> dict[str, Any]:
@@ -181,6 +200,10 @@ class IdempotentHttpOperator(RecoveryAdmissionMixin, BaseOperator):
         digest = policy.query_digest(self.endpoint)
         if digest is not None:
             record["query_sha256"] = digest
+        # What was masked only for reading as random (an id in the path, maybe) still counts.
+        opaque = policy.opaque_digest([self.json, body_fields(self.data)], endpoint=self.endpoint)
+        if opaque is not None:
+            record["opaque_sha256"] = opaque
         return record
 
     def execute(self, context: Context) -> Any:
@@ -193,6 +216,7 @@ class IdempotentHttpOperator(RecoveryAdmissionMixin, BaseOperator):
         # The connection first: a missing or broken one fails the task before the ledger records
         # an intent, so no retry mistakes it for a call that may have been sent.
         session, url, honours = self._session()
+        policy = self._knowing_session(policy, session, url)
         on_unknown = unknown_outcome_policy(
             self.task_id,
             explicit=self.on_unknown_outcome,

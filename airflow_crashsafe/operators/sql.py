@@ -140,11 +140,18 @@ class FencedSQLOperator(FencedSQLBase):
     one that does is a parameterized query, so write ``%%`` for a literal ``%`` on PostgreSQL.
     Sequence parameters are passed to every statement as they are.
 
+    Every table the statements change must roll back with the fence: on MySQL/MariaDB an InnoDB
+    table (the tables are read from the statements; one whose tables cannot be read, such as a
+    ``CALL``, needs ``tables``), on PostgreSQL neither a foreign nor an unlogged table
+    (docs/databases.md, "Tables a fence can protect").
+
     :param sql: one statement, or a list run in order (one statement per item).
     :param target: what the statements write, naming the fence (usually the table).
+    :param tables: the tables the statements change besides those written in them (``table`` or
+        ``schema.table``), each checked before the write.
     """
 
-    template_fields: Sequence[str] = ("sql", "target", "parameters", "slot_partition")
+    template_fields: Sequence[str] = ("sql", "target", "parameters", "slot_partition", "tables")
 
     def __init__(
         self,
@@ -154,19 +161,25 @@ class FencedSQLOperator(FencedSQLBase):
         target: str,
         parameters: Params = None,
         slot_partition: str | None = None,
+        tables: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(conn_id=conn_id, slot_partition=slot_partition, **kwargs)
         self.sql = sql
         self.target = target
         self.parameters = parameters
+        self.tables = tables
 
     def lineage_sql(self) -> list[str]:
         return [self.sql] if isinstance(self.sql, str) else list(self.sql)
 
     def write_plan(self) -> StatementsPlan:
         return StatementsPlan.build(
-            task_id=self.task_id, sql=self.sql, target=self.target, parameters=self.parameters
+            task_id=self.task_id,
+            sql=self.sql,
+            target=self.target,
+            parameters=self.parameters,
+            tables=self.tables,
         )
 
 

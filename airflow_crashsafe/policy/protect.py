@@ -100,7 +100,7 @@ def _ledgered_http(context: Any) -> Any:
 
     from airflow_crashsafe.effects.effect import effect
     from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA, unknown_outcome_policy
-    from airflow_crashsafe.redaction import RedactionPolicy
+    from airflow_crashsafe.redaction import RedactionPolicy, body_fields
 
     task = context["task"]
     extra = HttpHook.get_connection(task.http_conn_id).extra_dejson
@@ -108,11 +108,15 @@ def _ledgered_http(context: Any) -> Any:
         task.task_id, explicit=None, declared=None, connection=extra.get(HONOURS_KEYS_EXTRA)
     )
     policy = RedactionPolicy.of()
+    endpoint = str(task.endpoint or "")
     payload = {
         "method": str(task.method).upper(),
-        "endpoint": policy.endpoint(str(task.endpoint or "")),
+        "endpoint": policy.endpoint(endpoint),
         "data": policy.body(task.data),
     }
+    opaque = policy.opaque_digest(body_fields(task.data), endpoint=endpoint)
+    if opaque is not None:  # path ids masked for reading as random still tell payloads apart
+        payload["opaque_sha256"] = opaque
     with effect(
         f"http:{task.http_conn_id}", context=context, payload=payload, on_unknown_outcome=on_unknown
     ) as fx:

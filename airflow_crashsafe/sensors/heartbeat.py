@@ -24,6 +24,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow_crashsafe import config
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import COMPONENTS, Observation
+from airflow_crashsafe.watchdog.settings import LIMITS as WATCH_LIMITS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -61,15 +62,8 @@ def normalize_components(components: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def _threshold(value: Any) -> float:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(
-            f"threshold_seconds must be a number of seconds, got {value!r}: give e.g. 30"
-        ) from None
-    if not seconds > 0:
-        raise ConfigurationError(f"threshold_seconds must be > 0, got {value!r}: give e.g. 30")
-    return seconds
+    """The watchdog's heartbeat threshold limit: an infinite one would call any heartbeat alive."""
+    return WATCH_LIMITS["threshold"].check(value, "threshold_seconds", example=30)
 
 
 def read_health(

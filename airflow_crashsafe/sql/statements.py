@@ -157,8 +157,12 @@ def insert_partition_returning(
 
 
 def materialize_source(binder: Binder, temp_table: str, sql: str) -> str:
-    """Run the source once into a temporary table, so checks and MERGE read the very same rows."""
-    suffix = " ON COMMIT DROP" if binder.dialect == "postgresql" else ""
+    """Run the source once into a temporary table, so checks and MERGE read the very same rows.
+
+    On MySQL/MariaDB it is InnoDB whatever the server's default engine: changes to a table of
+    another engine survive a rollback and would read as a write that could not be undone.
+    """
+    suffix = {"postgresql": " ON COMMIT DROP", "mysql": " ENGINE=InnoDB"}.get(binder.dialect, "")
     source = binder.source(sql)
     return f"CREATE TEMPORARY TABLE {temp_table}{suffix} AS SELECT * FROM (\n{source}\n) AS {SOURCE_ALIAS}"
 

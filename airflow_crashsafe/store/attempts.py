@@ -31,8 +31,10 @@ __all__ = [
     "Recordable",
     "merge_rows",
     "open_attempts",
+    "partition_rows",
     "record",
     "rows_of_runs",
+    "slot_partition_of",
     "slot_rows",
     "task_instance_rows",
     "task_rows",
@@ -247,6 +249,29 @@ _TASK = "dag_id = %(dag_id)s AND task_id = %(task_id)s AND map_index = %(map_ind
 def task_rows(db: Db, *, dag_id: str, task_id: str, map_index: int) -> list[AttemptRow]:
     """Every row of one task (all its runs): a slot's timeline is among them."""
     return _select(db, _TASK, {"dag_id": dag_id, "task_id": task_id, "map_index": map_index})
+
+
+def slot_partition_of(db: Db, *, dag_id: str, task_id: str, map_index: int, run_id: str) -> str:
+    """The partition of the slot a run of one task belongs to (the run id when none is recorded)."""
+    params = {"dag_id": dag_id, "task_id": task_id, "map_index": map_index, "run_id": run_id}
+    found = db.execute(
+        f"SELECT slot_partition FROM crashsafe_attempts WHERE {_TASK} AND run_id = %(run_id)s"
+        " AND slot_partition <> '' LIMIT 1",
+        params,
+    ).fetchone()
+    return str(found[0]) if found else run_id
+
+
+def partition_rows(db: Db, *, dag_id: str, task_id: str, map_index: int, partition: str) -> list[AttemptRow]:
+    """Every row of the runs of one task that belong to slot ``partition`` (placeholders too),
+    plus those of a run whose id is ``partition`` (a run without a logical date): one slot's
+    timeline, read through the slot index and the primary key, whatever other runs the task has."""
+    params = {"dag_id": dag_id, "task_id": task_id, "map_index": map_index, "p": partition}
+    where = (  # IN (... UNION ...), not an OR: both planners then seek the primary key per run
+        f"{_TASK} AND run_id IN (SELECT run_id FROM crashsafe_attempts"
+        f" WHERE {_TASK} AND slot_partition = %(p)s UNION SELECT %(p)s)"
+    )
+    return _select(db, where, params)
 
 
 def task_instance_rows(db: Db, *, dag_id: str, task_id: str, map_index: int, run_id: str) -> list[AttemptRow]:

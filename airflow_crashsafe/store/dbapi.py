@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from airflow_crashsafe.errors import ConfigurationError, StoreError
 from airflow_crashsafe.store.client_deadline import armed, cut_socket
+from airflow_crashsafe.store.mysql_clients import rollback_left_changes
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -127,6 +128,10 @@ class Db:
         #: and those prepared on it.
         self.sql_used: set[str] = set()
         self.sql_prepared: set[str] = set()
+        #: MySQL/MariaDB: the last rollback left changes standing (a table that cannot roll back).
+        self.rollback_left_changes = False
+        #: Tables ``sql.fenceable`` checked on this connection (name parts -> whether one exists).
+        self.checked_tables: dict[tuple[str, ...], bool] = {}
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
         """Run one of crashsafe's own statements; returns the cursor."""
@@ -275,6 +280,8 @@ class Db:
     def rollback(self) -> None:
         if self.dialect.has_server_transactions:
             self.raw.rollback()
+            if self.dialect.is_mysql:
+                self.rollback_left_changes = rollback_left_changes(self.raw)
         elif self.dialect.is_duckdb:
             try:
                 self.raw.rollback_if_open()

@@ -1,9 +1,10 @@
 """Open MySQL/MariaDB, DuckDB and Snowflake targets as :class:`~airflow_crashsafe.store.dbapi.Db`.
 
-MySQL/MariaDB comes through the connection's ``MySqlHook`` (mysqlclient or mysql-connector, both
-``%(name)s``), with autocommit off so that a fenced write is one transaction, at READ COMMITTED
-(see :func:`_mysql_db`); a statement is
-cancelled from a second connection (``KILL QUERY``), since the protocol has no cancel request.
+MySQL/MariaDB comes through the connection's ``MySqlHook`` (mysqlclient, or mysql-connector-python
+with the extra ``client``; both ``%(name)s``, driven alike by :mod:`.mysql_clients`), with
+autocommit off so that a fenced write is one transaction, at READ COMMITTED (see
+:func:`_mysql_db`); a statement is cancelled from a second connection (``KILL QUERY``), since the
+protocol has no cancel request.
 
 A ``duckdb`` connection names its file in its host, ``schema`` or extra ``path``; it is opened by
 the DuckDB provider's ``DuckDBHook`` (``airflow-crashsafe[duckdb]``), so the extra's extensions,
@@ -19,12 +20,12 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.store.dbapi import DUCKDB, MYSQL, SNOWFLAKE, Db
+from airflow_crashsafe.store.mysql_clients import check_client, connect_client, mysql_connection
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -42,52 +43,52 @@ __all__ = [
 
 
 def _mysql_db(connect: Callable[[], Any]) -> Db:
-    raw = connect()
+    raw = mysql_connection(connect())
     raw.autocommit(False)
     # PostgreSQL's default isolation. At InnoDB's REPEATABLE READ, a partition DELETE takes gap
     # locks, and two attempts overwriting one partition deadlock; at READ COMMITTED the later one
     # waits for the earlier one's rows. The fence check reads the latest row in either level.
     raw.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
     thread_id = int(raw.thread_id())
-    mysqlclient = type(raw).__module__.startswith("MySQLdb")
-    multi_statements = 1 << 16  # CLIENT_MULTI_STATEMENTS: mysqlclient sets it unless told not to
+    multi_statements = 1 << 16  # CLIENT_MULTI_STATEMENTS: both clients set it unless told not to
 
     def cancel() -> None:
         # KILL QUERY stops the statement, not the connection; the transaction then rolls back.
-        killer = connect()
+        killer = mysql_connection(connect())
         try:
             killer.cursor().execute(f"KILL QUERY {thread_id}")
         finally:
             killer.close()
 
     db = Db(raw, MYSQL, canceller=cancel)
-    db.multi_statements = mysqlclient and bool(int(getattr(raw, "client_flag", 0)) & multi_statements)
+    db.multi_statements = bool(int(getattr(raw, "client_flag", 0)) & multi_statements)
     # MariaDB 10.1+ runs anonymous compound statements (its version came with the handshake).
-    db.compound_statements = mysqlclient and "mariadb" in str(raw.get_server_info()).lower()
+    db.compound_statements = db.multi_statements and "mariadb" in str(raw.get_server_info()).lower()
     return db
 
 
 def mysql_from_url(url: str) -> Db:
-    """``mysql://user:pass@host:port/db`` (or ``mariadb://``) opened with mysqlclient."""
-    mysqldb = import_module("MySQLdb")  # mysqlclient ships no type stubs
-
+    """``mysql://user:pass@host:port/db`` (or ``mariadb://``) opened with mysqlclient, or with
+    mysql-connector-python given ``?client=mysql-connector-python`` (as a connection's extra)."""
     parts = urlsplit(url)
     database = unquote(parts.path.lstrip("/"))
     if not database:
         raise ConfigurationError(f"MySQL URL {url!r} names no database; write mysql://user@host:3306/db")
-    kwargs = {
-        "host": parts.hostname or "127.0.0.1",
-        "port": parts.port or 3306,
-        "user": unquote(parts.username or "root"),
-        "passwd": unquote(parts.password or ""),
-        "database": database,
-        "charset": "utf8mb4",
-    }
-    return _mysql_db(lambda: mysqldb.connect(**kwargs))
+    query = dict(parse_qsl(parts.query))
+    client = check_client(query.get("client"), f"The URL {parts.scheme}://{parts.hostname}/{database}")
+    host, port = parts.hostname or "127.0.0.1", parts.port or 3306
+    user, password = unquote(parts.username or "root"), unquote(parts.password or "")
+
+    def connect() -> Any:
+        return connect_client(client, host=host, port=port, user=user, password=password, database=database)
+
+    return _mysql_db(connect)
 
 
 def mysql_from_hook(hook: DbApiHook) -> Db:
-    """The connection's own ``MySqlHook.get_conn()``, autocommit off."""
+    """The connection's own ``MySqlHook.get_conn()``, autocommit off, either client."""
+    conn = getattr(hook, "connection", None) or hook.get_connection(hook.get_conn_id())  # as get_conn()
+    check_client((conn.extra_dejson or {}).get("client"), f"Connection {hook.get_conn_id()!r}")
     return _mysql_db(hook.get_conn)
 
 
@@ -255,8 +256,6 @@ def snowflake_from_url(url: str) -> Db:
 
     For tests, benchmarks and the drill; tasks open Snowflake through their connection's hook.
     """
-    from urllib.parse import parse_qsl
-
     import snowflake.connector
 
     parts = urlsplit(url)

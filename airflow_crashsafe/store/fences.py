@@ -20,8 +20,10 @@ from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store.dbapi import Db
 from airflow_crashsafe.store.dialects import dialect_named
 from airflow_crashsafe.store.mariadb_prepared import run_prepared
+from airflow_crashsafe.store.mysql_engines import FENCEABLE_ENGINE, engine_refusal, is_fenceable_engine
 
 __all__ = [
+    "FENCE_ROLE",
     "FENCE_TABLE",
     "ISSUE_STATEMENT",
     "SLOT_MATCH",
@@ -168,7 +170,10 @@ def _portable(dialect: str, statement: str) -> str:
     """One of the statements above as ``dialect`` spells it (generated with sqlglot, once)."""
     sql_dialect = dialect_named(dialect)
     if statement == "ddl":
-        return sql_dialect.render(_PORTABLE_DDL[dialect])
+        ddl = sql_dialect.render(_PORTABLE_DDL[dialect])
+        # The fence row's lock and commit live in the write's transaction: InnoDB, whatever the
+        # server's default_storage_engine (store/mysql_engines.py).
+        return f"{ddl} ENGINE={FENCEABLE_ENGINE}" if dialect == "mysql" else ddl
     if dialect == "snowflake":
         return sql_dialect.render(_SNOWFLAKE_ISSUE)
     return sql_dialect.render(_MYSQL_ISSUE, read="mysql")
@@ -285,9 +290,26 @@ def fence_table_exists(db: Db) -> bool:
 
 
 def ensure_fence_table(db: Db) -> None:
-    """Create the fence table if needed."""
+    """Create the fence table if needed; on MySQL/MariaDB refuse one that is not InnoDB.
+
+    ``ENGINE=InnoDB`` is part of its DDL, but a server without NO_ENGINE_SUBSTITUTION makes the
+    table on its default engine when InnoDB is unavailable, and an older table may be on another.
+    """
     name = db.dialect.name
     create_tables(db, [_DDL[name] if name in _DDL else _portable(name, "ddl")])
+    if db.dialect.is_mysql:
+        with db.autocommit():
+            row = db.execute(_MYSQL_FENCE_ENGINE, {"table": FENCE_TABLE}).fetchone()
+        if row is not None and not is_fenceable_engine(row[1]):
+            raise engine_refusal(db, str(row[0]), FENCE_TABLE, FENCE_ROLE, row[1], fence=True)
+
+
+#: What the fence table is to a write, in a refusal's message.
+FENCE_ROLE = "crashsafe's fence table, where every fenced write to this database is checked"
+_MYSQL_FENCE_ENGINE = (
+    "SELECT TABLE_SCHEMA, ENGINE FROM information_schema.TABLES "
+    "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s"
+)
 
 
 def issue_token(db: Db, slot: Slot, target: str, attempt: Attempt) -> Issue:

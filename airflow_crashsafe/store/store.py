@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from airflow_crashsafe import config
+from airflow_crashsafe.dsn import mask_dsn_text, safe_db_url
 from airflow_crashsafe.errors import ConfigurationError, StoreError
 from airflow_crashsafe.identity import Attempt, Slot
 from airflow_crashsafe.store import schema
@@ -48,10 +49,18 @@ class Store:
     """crashsafe's own tables, behind a narrow interface; the only code that knows their SQL."""
 
     def __init__(
-        self, connect: Callable[[], Db], location: str, *, timeouts: StoreTimeouts | None = None
+        self,
+        connect: Callable[[], Db],
+        location: str,
+        *,
+        timeouts: StoreTimeouts | None = None,
+        dsn: str | None = None,
     ) -> None:
+        """``location`` names the store in errors (never with a password); ``dsn``: the URL
+        ``connect`` opens, whose password is masked wherever a driver's error quotes it."""
         self._connect = connect
         self.location = location
+        self._dsn = dsn
         self._timeouts = timeouts  # None: the configured ones, read at the first connect
         self._local = threading.local()
         # Every thread's connection, so close() can close the ones no running thread still uses.
@@ -103,17 +112,17 @@ class Store:
         The migration runs before the timeout applies: it may rightly wait for another process's.
         """
         timeouts = self.timeouts
+        failed: StoreError | None = None
         try:
             db = self._connect()
         except StoreError:
             raise
         except Exception as exc:
-            if "timeout" in str(exc).lower():
-                raise timeouts.connect_error(exc) from exc
-            raise StoreError(
-                f"The crashsafe store at {self.location} cannot be reached ({exc}); check the "
-                f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
-            ) from exc
+            failed = self._unreachable(exc)
+            if failed.__cause__ is not None:  # the driver's error holds no password: keep it chained
+                raise failed from exc
+        if failed is not None:  # raised out here, so that not even as context does that error travel
+            raise failed
         try:
             if not self._migrated:
                 with self._migrate_lock:
@@ -125,6 +134,19 @@ class Store:
             db.close()
             raise
         return db
+
+    def _unreachable(self, exc: BaseException) -> StoreError:
+        """The StoreError for a failed connect; its ``__cause__`` is ``exc`` unless that quoted a password."""
+        reason = mask_dsn_text(str(exc), self._dsn)
+        if "timeout" in str(exc).lower():
+            error = self.timeouts.connect_error(reason.strip().split("\n")[0])
+        else:
+            error = StoreError(
+                f"The crashsafe store at {self.location} cannot be reached ({reason}); check the "
+                f"connection {config.store_conn_id()!r} or [crashsafe] embedded_path."
+            )
+        error.__cause__ = exc if reason == str(exc) else None
+        return error
 
     def clear_error(self, db: Db, exc: BaseException) -> None:
         """Raise the clear :class:`StoreError` when ``exc`` is a store timeout firing, else return."""
@@ -330,7 +352,9 @@ def open_store(url: str | None = None) -> Store:
         if key in _stores:
             return _stores[key]
         if url is not None:
-            store = Store(lambda: connect_url(url, link=store.timeouts.link_params()), url)
+            store = Store(
+                lambda: connect_url(url, link=store.timeouts.link_params()), safe_db_url(url), dsn=url
+            )
         else:
             conn_id = config.store_conn_id()
             store = (

@@ -11,6 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from airflow_crashsafe import config
+from airflow_crashsafe.dsn import mask_dsn_text
 from airflow_crashsafe.errors import StoreError
 from airflow_crashsafe.store.dbapi import Db
 
@@ -92,10 +93,11 @@ class StoreTimeouts:
             "tcp_user_timeout": int(self.client_deadline() * 1000),
         }
 
-    def connect_error(self, exc: BaseException) -> StoreError:
+    def connect_error(self, reason: str) -> StoreError:
+        """``reason``: the driver's error, already without the store URL's password."""
         return StoreError(
             f"{self.where} did not accept a connection within {self.connect_seconds} s "
-            f"({_first_line(exc)}): check that it is up and reachable from this host; "
+            f"({reason}): check that it is up and reachable from this host; "
             "[crashsafe] store_connect_timeout_seconds sets the wait."
         )
 
@@ -107,7 +109,7 @@ def _error(what: str, exc: BaseException | None, advice: str) -> StoreError:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return mask_dsn_text(text.splitlines()[0]) if text else type(exc).__name__
 
 
 _QUERY_CANCELED = "57014"

@@ -10,14 +10,13 @@ anything is returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from airflow_crashsafe.audit import digest
 from airflow_crashsafe.audit.classify import RISKS, Execution, SlotReport, executions_of
 from airflow_crashsafe.store import Store, dirty, events, ledger, scans
-from airflow_crashsafe.store.attempts import task_rows
+from airflow_crashsafe.store.attempts import partition_rows, slot_partition_of
 from airflow_crashsafe.store.duplicates import DuplicateFilter
 from airflow_crashsafe.ui.access import Reader
 from airflow_crashsafe.ui.models import (
@@ -91,13 +90,6 @@ def risk_counts(reader: Reader, *, since: timedelta) -> dict[str, int]:
     return {risk: counts.get(risk, 0) for risk in reversed(RISKS)}
 
 
-def _partition_of(rows: Iterable[Mapping[str, Any]], run_id: str) -> str:
-    for r in rows:
-        if r["run_id"] == run_id and r.get("slot_partition"):
-            return str(r["slot_partition"])
-    return run_id
-
-
 def timeline(
     store: Store,
     allowed: frozenset[str],
@@ -108,16 +100,24 @@ def timeline(
     partition: str | None = None,
     run_id: str | None = None,
 ) -> Timeline | None:
-    """One slot's executions (by partition, or by a run of it), or None if unknown or not readable."""
+    """One slot's executions (by partition, or by a run of it), or None if unknown or not readable.
+
+    Only the slot's own runs are read (two indexed statements), however many runs the task has.
+    """
     if dag_id not in allowed or (partition is None and run_id is None):
         return None
     with store.transaction(immediate=False) as db:
-        rows = task_rows(db, dag_id=dag_id, task_id=task_id, map_index=map_index)
-    if partition is None:
-        assert run_id is not None
-        partition = _partition_of(rows, run_id)
-    runs_of = {str(r["run_id"]): str(r.get("slot_partition") or "") for r in rows}
-    mine = [r for r in rows if (runs_of.get(str(r["run_id"])) or str(r["run_id"])) == partition]
+        if partition is None:
+            assert run_id is not None
+            partition = slot_partition_of(
+                db, dag_id=dag_id, task_id=task_id, map_index=map_index, run_id=run_id
+            )
+        rows = partition_rows(db, dag_id=dag_id, task_id=task_id, map_index=map_index, partition=partition)
+    runs_of: dict[str, str] = {}
+    for r in rows:  # a run's partition is on its process rows; placeholders carry ''
+        if r.get("slot_partition"):
+            runs_of[str(r["run_id"])] = str(r["slot_partition"])
+    mine = [r for r in rows if runs_of.get(str(r["run_id"]), str(r["run_id"])) == partition]
     if not mine:
         return None
     report = digest.slot_report(store, (dag_id, task_id, map_index, partition))

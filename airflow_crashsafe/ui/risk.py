@@ -23,11 +23,14 @@ from airflow_crashsafe.watchdog.deadline_rules import AIRFLOW_NAME, watched_run
 from airflow_crashsafe.watchdog.deadlines import Deadline, parse_deadlines
 from airflow_crashsafe.watchdog.forecast import DONE_STATES, TaskProgress, expected_durations, forecast_finish
 from airflow_crashsafe.watchdog.runs import GOING, AirflowDeadline, RunView
+from airflow_crashsafe.watchdog.settings import DEFAULTS, watch_number
 
 __all__ = ["Due", "Rules", "due_runs", "judge", "load_rules"]
 
 #: The watchdog's ``[watch]`` defaults for the numbers the page uses.
-DEFAULT_KEEP, DEFAULT_DURATION, DEFAULT_HISTORY = 86400.0, 300.0, 10
+DEFAULT_KEEP: float = DEFAULTS["deadline_keep"]
+DEFAULT_DURATION: float = DEFAULTS["deadline_default_duration"]
+DEFAULT_HISTORY: int = DEFAULTS["deadline_history"]
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,10 @@ class Due:
     dag_id: str
 
 
-def _number(watch: Mapping[str, object], name: str, default: float, path: str) -> float:
-    value = watch.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigurationError(f"{path}: [watch] {name} must be a number > 0, not {value!r}")
-    return float(value)
+def _number(watch: Mapping[str, object], name: str, path: str) -> float:
+    """A ``[watch]`` number as the watchdog reads it: its default, or checked against its limit."""
+    value = watch.get(name)
+    return float(DEFAULTS[name]) if value is None else watch_number(name, value, f"{path}: [watch] {name}")
 
 
 @lru_cache(maxsize=4)
@@ -67,10 +69,10 @@ def _load(path: str, mtime: float) -> Rules:
     if not isinstance(watch, Mapping):
         raise ConfigurationError(f"{path}: [watch] must be a table")
     return Rules(
-        parse_deadlines(data.get("deadlines")),
-        keep=_number(watch, "deadline_keep", DEFAULT_KEEP, path),
-        default_duration=_number(watch, "deadline_default_duration", DEFAULT_DURATION, path),
-        history=max(1, int(_number(watch, "deadline_history", DEFAULT_HISTORY, path))),
+        parse_deadlines(data.get("deadlines"), path),
+        keep=_number(watch, "deadline_keep", path),
+        default_duration=_number(watch, "deadline_default_duration", path),
+        history=int(_number(watch, "deadline_history", path)),
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_crashsafe.dsn import mask_dsn_text
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import Observation
 
@@ -77,5 +78,6 @@ class CelerySource:
         try:
             consumers = self.queues.consumers()
         except Exception as exc:  # a broker outage is an observation, never a crash of the watchdog
-            return dataclasses.replace(observation, broker_error=f"{type(exc).__name__}: {exc}")
+            error = mask_dsn_text(f"{type(exc).__name__}: {exc}")  # a broker URL's password, if quoted
+            return dataclasses.replace(observation, broker_error=error)
         return dataclasses.replace(observation, queue_consumers=consumers)

@@ -1,11 +1,13 @@
 """The ``watch`` subcommand: ``add_arguments(parser)`` and ``run(args) -> int``.
 
 Settings come from flags, else the ``[watch]`` table of ``--config`` (TOML or JSON, same names
-with underscores), else defaults. Sinks come only from the config file's ``sinks`` list (see
-:mod:`airflow_crashsafe.alerting.config`). Secrets are read from environment variables named by
-``*_env`` options, never taken as flag values. Exit codes: 0 stopped cleanly (``--once``: all
-healthy), 1 ``--once`` found a problem, 2 bad configuration. ``--once`` waits for deliveries at
-most ``--once-deadline`` seconds in all (however many sinks stall, whatever their retries).
+with underscores), else defaults; :mod:`airflow_crashsafe.watchdog.settings` declares them and
+checks every number once (a nan or infinite one is refused, naming the flag or the file). Sinks
+come only from the config file's ``sinks`` list (see :mod:`airflow_crashsafe.alerting.config`).
+Secrets are read from environment variables named by ``*_env`` options, never taken as flag
+values. Exit codes: 0 stopped cleanly (``--once``: all healthy), 1 ``--once`` found a problem, 2
+bad configuration. ``--once`` waits for deliveries at most ``--once-deadline`` seconds in all
+(however many sinks stall, whatever their retries).
 """
 
 from __future__ import annotations
@@ -19,70 +21,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from airflow_crashsafe.dsn import safe_db_url
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.watchdog.settings import DEFAULTS, settings
 
 __all__ = ["add_arguments", "main", "run"]
 
 log = logging.getLogger("airflow_crashsafe.watchdog")
-
-DEFAULTS: dict[str, Any] = {
-    "api_url": "http://localhost:8080",
-    "db_url": None,
-    "db_url_env": None,
-    "interval": 10.0,
-    "threshold": 30.0,
-    # The heartbeat threshold already absorbs a quick restart; a default grace on top of it would
-    # delay a dead scheduler's page to threshold + grace + poll (70 s with 30 s each).
-    "grace": 0.0,
-    "repeat_interval": 3600.0,
-    "expect_triggerer": "auto",
-    "expect_dag_processor": "auto",
-    "canary_dag_id": None,
-    "canary_max_age": None,
-    "api_token_env": None,
-    "api_user": None,
-    "api_password_env": None,
-    "state_dir": None,
-    "instance": None,
-    "timeout": 5.0,
-    "metrics_port": None,
-    "metrics_host": "127.0.0.1",
-    # A dead scheduler's open transaction (see watchdog/wedge.py): idle this long to be judged.
-    "wedge_threshold": 60.0,
-    "heal": False,
-    "delivery_deadline": None,
-    # --once: the most it waits for deliveries, all sinks and retries together (a cron slot).
-    "once_deadline": 30.0,
-    # The Celery worker pool (see watchdog/celery_workers.py): off unless a broker URL is given.
-    "celery_broker_url": None,
-    "celery_broker_url_env": None,
-    "celery_queues": "default",
-    "worker_threshold": 60.0,
-}
-_FLOATS = (
-    "interval",
-    "threshold",
-    "grace",
-    "repeat_interval",
-    "canary_max_age",
-    "timeout",
-    "wedge_threshold",
-    "delivery_deadline",
-    "once_deadline",
-    "worker_threshold",
-)
-# [[deadlines]] (see watchdog/deadline_watch.py): a directory the replicas share to send each
-# deadline alert once, how long a past deadline is watched, a task's duration with no history,
-# how many successful tries make its median, how often dependencies and durations are re-read,
-# and whether to page Airflow's own DeadlineAlerts too (true, or the severity of their pages).
-DEFAULTS.update(
-    watch_airflow_deadlines=False,
-    deadline_claim_dir=None,
-    deadline_keep=86400.0,
-    deadline_default_duration=300.0,
-    deadline_history=10,
-    deadline_refresh=600.0,
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -179,44 +124,6 @@ def _env(name: str | None, option: str) -> str | None:
     return value
 
 
-def settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Merge flags over the config file over defaults; return (settings, sink specs)."""
-    file_data: dict[str, Any] = {}
-    if getattr(args, "config", None):
-        from airflow_crashsafe.alerting.config import load_config_file
-
-        file_data = load_config_file(args.config)
-        unknown = sorted(set(file_data) - {"watch", "sinks", "deadlines"})
-        if unknown:
-            raise ConfigurationError(
-                f"{args.config}: unknown top-level key(s) {unknown}; use [watch], [[sinks]] and [[deadlines]]"
-            )
-    watch = file_data.get("watch", {})
-    if not isinstance(watch, dict):
-        raise ConfigurationError(f"{args.config}: 'watch' must be a table")
-    unknown = sorted(set(watch) - set(DEFAULTS))
-    if unknown:
-        raise ConfigurationError(
-            f"{args.config}: unknown [watch] option(s) {unknown}; known: {sorted(DEFAULTS)}"
-        )
-    merged = dict(DEFAULTS)
-    merged.update(watch)
-    merged.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
-    for key in _FLOATS:
-        if merged[key] is not None:
-            try:
-                merged[key] = float(merged[key])
-            except (TypeError, ValueError):
-                raise ConfigurationError(f"option {key} must be a number, got {merged[key]!r}") from None
-    if merged["interval"] <= 0 or merged["timeout"] <= 0:
-        raise ConfigurationError("--interval and --timeout must be > 0")
-    if merged["delivery_deadline"] is not None and not merged["delivery_deadline"] > 0:
-        raise ConfigurationError("--delivery-deadline must be > 0 seconds")
-    if not merged["once_deadline"] > 0:
-        raise ConfigurationError("--once-deadline must be > 0 seconds")
-    return merged, list(file_data.get("sinks", []))
-
-
 def _hostname(url: str) -> str | None:
     """The URL's host, or a ConfigurationError naming the malformed URL (e.g. an unclosed ``[::1``)."""
     from urllib.parse import urlsplit
@@ -225,7 +132,8 @@ def _hostname(url: str) -> str | None:
         return urlsplit(url).hostname
     except ValueError as exc:
         raise ConfigurationError(
-            f"cannot read a host from {url!r} ({exc}); fix --api-url / --db-url or set --instance"
+            f"cannot read a host from {safe_db_url(url)!r} ({exc}); fix --api-url / --db-url or set "
+            "--instance"
         ) from None
 
 
@@ -307,7 +215,7 @@ def _build(args: argparse.Namespace) -> Any:
             {"deadline": opts["delivery_deadline"], **spec} if isinstance(spec, dict) else spec
             for spec in sink_specs
         ]
-    sinks = build_sinks(sink_specs)
+    sinks = build_sinks(sink_specs, source=getattr(args, "config", None))
     if not sinks:
         log.warning("no [[sinks]] configured: alerts go to this log only")
     dispatcher = Dispatcher(sinks, outbox=FileOutbox(state_dir / "outbox.jsonl"))

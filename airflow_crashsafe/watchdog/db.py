@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
+from airflow_crashsafe.dsn import mask_dsn_text, safe_db_url
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import (
     COMPONENT_OF_JOB_TYPE,
@@ -33,7 +33,7 @@ from airflow_crashsafe.watchdog.wedge import IdleTransaction, WedgeWatch
 if TYPE_CHECKING:
     from airflow_crashsafe.watchdog.runs import RunReader
 
-__all__ = ["DbSource", "refused_login", "safe_db_url"]
+__all__ = ["DbSource", "refused_login"]
 
 _RUNNING_JOBS = (
     "SELECT id, job_type, state, latest_heartbeat, hostname FROM job "
@@ -65,15 +65,6 @@ def refused_login(exc: BaseException) -> bool:
     return any(refusal in text for refusal in refusals)
 
 
-def safe_db_url(url: str) -> str:
-    """The URL without its password, for logs and alerts."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 class DbSource:
     """Polls the ``job`` table of ``url`` (``postgresql://…`` or ``sqlite:////abs/path.db``).
 
@@ -100,7 +91,7 @@ class DbSource:
             path = url.split("://", 1)[1]
             if not path.startswith("/") or path == "/":
                 raise ConfigurationError(
-                    f"--db-url {url!r}: write SQLite URLs as sqlite:////absolute/path.db"
+                    f"--db-url {safe_db_url(url)!r}: write SQLite URLs as sqlite:////absolute/path.db"
                 )
             self._url = path[1:] if path.startswith("//") else path
         else:
@@ -160,7 +151,7 @@ class DbSource:
         except ConfigurationError:
             raise
         except Exception as exc:  # any driver error: the DB is the thing being watched
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            message = self.describe_error(exc)
             blind: dict[str, str] = {}
             if refused_login(exc):
                 blind["db"] = f"metadata database {self.target} refuses the watchdog: {message}"[:300]
@@ -170,6 +161,11 @@ class DbSource:
                 error=f"cannot read the job table at {self.target}: {type(exc).__name__}: {message}"[:500],
                 blind_spots=blind,
             )
+
+    def describe_error(self, exc: BaseException) -> str:
+        """The first line of a driver error, without the URL's password (libpq may quote it back)."""
+        text = str(exc).strip()
+        return mask_dsn_text(text.splitlines()[0] if text else "", self._url)
 
     def _record(self, row: tuple[Any, ...]) -> JobRecord:
         job_id, job_type, state, beat, hostname = row

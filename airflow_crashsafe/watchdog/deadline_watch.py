@@ -18,7 +18,6 @@ from typing import Any
 
 from airflow_crashsafe.alerting.incidents import Condition, Incident, advance
 from airflow_crashsafe.alerting.model import Alert
-from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.claims import ClaimDir
 from airflow_crashsafe.watchdog.deadline_rules import (
     AIRFLOW_NAME,
@@ -156,34 +155,28 @@ def build_deadline_watch(
     from airflow_crashsafe.alerting.config import load_config_file
     from airflow_crashsafe.watchdog.deadlines import parse_deadlines, severity_option
 
-    deadlines = parse_deadlines(load_config_file(config).get("deadlines")) if config else ()
+    deadlines = parse_deadlines(load_config_file(config).get("deadlines"), config) if config else ()
     airflow = opts.get("watch_airflow_deadlines") or False
     if not isinstance(airflow, bool):
         airflow = severity_option("watch_airflow_deadlines", airflow)
     if not deadlines and not airflow:
         return None
-    names = ("deadline_keep", "deadline_default_duration", "deadline_refresh", "deadline_history")
-    try:
-        numbers = {k: float(opts[k]) for k in names}
-    except (TypeError, ValueError):
-        numbers = {}
-    if len(numbers) < len(names) or min(numbers.values()) <= 0:
-        raise ConfigurationError(f"[watch] options {list(names)} must be numbers > 0")
+    # ``opts`` are watchdog.settings' (their numbers already checked against their limits).
     claim_dir = opts["deadline_claim_dir"]
     watch = DeadlineWatch(
         deadlines,
         instance,
         repeat_interval=repeat_interval,
-        keep=numbers["deadline_keep"],
-        default_duration=numbers["deadline_default_duration"],
+        keep=float(opts["deadline_keep"]),
+        default_duration=float(opts["deadline_default_duration"]),
         claims=ClaimDir(claim_dir) if claim_dir else None,
         airflow_severity=("critical" if airflow is True else airflow) if airflow else None,
         starts=WatchStarts(state_dir / "deadlines.json") if state_dir is not None else None,
     )
     reader = RunReader(
         watch.wanted,
-        history=max(1, int(numbers["deadline_history"])),
-        refresh=numbers["deadline_refresh"],
+        history=int(opts["deadline_history"]),
+        refresh=float(opts["deadline_refresh"]),
         airflow_deadlines=bool(airflow),
         keep=watch.keep,
     )

@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from airflow_crashsafe.alerting.model import SEVERITIES
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.limits import YEAR, Limit
 
 __all__ = ["DEFAULT_RUN_TYPES", "Deadline", "Occurrence", "parse_deadlines", "severity_option"]
 
@@ -47,6 +48,8 @@ _FIELDS = {
     "early",
     "run_types",
 }
+#: How long after its cron time a run may be due: beyond a year, its window never closes.
+OFFSET_LIMIT = Limit(0, YEAR)
 _OFFSET = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -123,13 +126,15 @@ class Deadline:
 
 
 def _offset(where: str, value: Any) -> timedelta:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return timedelta(seconds=value)
+    """``offset`` as "6h"/"1h30m" or seconds, within :data:`OFFSET_LIMIT` (nan or inf: refused)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timedelta(seconds=OFFSET_LIMIT.check(value, f"{where}: 'offset'", example='"6h"'))
     match = _OFFSET.match(value) if isinstance(value, str) and value else None
     if not match:
         raise ConfigurationError(f'{where}: \'offset\' must be like "6h", "1h30m" or seconds, not {value!r}')
     d, h, m, s = (int(x or 0) for x in match.groups())
-    return timedelta(days=d, hours=h, minutes=m, seconds=s)
+    seconds = ((d * 24 + h) * 60 + m) * 60 + s
+    return timedelta(seconds=OFFSET_LIMIT.check(seconds, f"{where}: 'offset' {value!r} in seconds"))
 
 
 def severity_option(where: str, value: Any) -> str:
@@ -205,8 +210,18 @@ def _one(index: int, spec: Any) -> Deadline:
     )
 
 
-def parse_deadlines(specs: Any) -> tuple[Deadline, ...]:
-    """The ``deadlines`` list of the watchdog's config file, validated."""
+def parse_deadlines(specs: Any, source: str | None = None) -> tuple[Deadline, ...]:
+    """The ``deadlines`` list of the watchdog's config file, validated; ``source``: the file,
+    named in every error."""
+    try:
+        return _parse(specs)
+    except ConfigurationError as exc:
+        if source is None:
+            raise
+        raise ConfigurationError(f"{source}: {exc}") from None
+
+
+def _parse(specs: Any) -> tuple[Deadline, ...]:
     if specs is None:
         return ()
     if not isinstance(specs, list):

@@ -5,8 +5,10 @@ time passing). :func:`evaluate` folds that into the incidents with the shared in
 (:mod:`airflow_crashsafe.alerting.incidents`: grace, repeat, resolve). When the watchdog cannot
 see Airflow (source down, metadata DB unhealthy) only that is known: other incidents are neither
 opened nor resolved until it can see again. A dead scheduler's open transaction that blocks its
-restarted successor (:mod:`airflow_crashsafe.watchdog.wedge`) is an incident of its own, and the
-canary's stall says whether such a wedge is its cause. See docs/design.md, "Watchdog and alerting".
+restarted successor (:mod:`airflow_crashsafe.watchdog.wedge`) is an incident of its own, as is a
+session holding the scheduler's locks that is not proven one (see
+:mod:`~airflow_crashsafe.watchdog.wedge_alerts`), and the canary's stall says whether such a wedge
+is its cause. See docs/design.md, "Watchdog and alerting".
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from airflow_crashsafe.alerting.incidents import Condition, Incident, advance
 from airflow_crashsafe.alerting.model import Alert
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog.health import JobRecord, Observation, is_alive
-from airflow_crashsafe.watchdog.wedge import WEDGE_KEY, stall_cause, wedge_conditions
+from airflow_crashsafe.watchdog.wedge_alerts import NO_GRACE_KEYS, stall_cause, wedge_conditions
 
 __all__ = ["EXPECT_CHOICES", "VIEW_KEYS", "Rules", "check_expectation", "conditions", "evaluate", "is_alive"]
 
@@ -123,9 +125,11 @@ def conditions(observation: Observation, rules: Rules) -> tuple[dict[str, Condit
             "schedulers": [j.describe() for j in schedulers],
             "running_tasks": _running(observation),
         }
-        if observation.idle_transactions:
-            # Not a wedge yet (nothing restarted), but the next scheduler will be blocked by these.
-            dead["open_transactions"] = [tx.describe() for tx in observation.idle_transactions]
+        holders = [tx for tx in observation.idle_transactions or () if tx.on_airflow_tables]
+        if holders:
+            # Not a wedge yet (nothing restarted), but the next scheduler will be blocked by these:
+            # who holds what (tables and lock modes, never query text).
+            dead["open_transactions"] = [tx.describe() for tx in holders]
         add(
             Condition(
                 "scheduler_dead",
@@ -223,16 +227,17 @@ def evaluate(
     """Fold one observation into the incidents; return the new incidents and the alerts to send.
 
     While the watchdog is blind (``seen`` False) only the incidents about its view are judged. A
-    wedge pages without the grace: its idle threshold already is one, and ``--heal`` may end it
-    in the poll that finds it, so the page must go out in that poll to say what was done.
+    wedge, and a session holding the scheduler's locks, page without the grace: their idle
+    threshold already is one, and ``--heal`` may end a wedge in the poll that finds it, so the
+    page must go out in that poll to say what was done.
     """
     active, seen = conditions(observation, rules)
     result: dict[str, Incident] = {}
     alerts: list[Alert] = []
     for wedge, grace in ((False, rules.grace), (True, 0.0)):
         part, raised = advance(
-            {k: v for k, v in incidents.items() if k.startswith(WEDGE_KEY) == wedge},
-            {k: v for k, v in active.items() if k.startswith(WEDGE_KEY) == wedge},
+            {k: v for k, v in incidents.items() if k.startswith(NO_GRACE_KEYS) == wedge},
+            {k: v for k, v in active.items() if k.startswith(NO_GRACE_KEYS) == wedge},
             observation.at,
             grace=grace,
             repeat_interval=rules.repeat_interval,

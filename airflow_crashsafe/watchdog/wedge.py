@@ -7,53 +7,54 @@ inherited its socket. The restarted scheduler heartbeats normally, but its criti
 (``SELECT ... FROM slot_pool FOR NO KEY UPDATE NOWAIT``) fails every loop, so it queues nothing.
 See docs/design.md, "How Airflow behaves on a crash" and "Watchdog and alerting".
 
-**How "no live scheduler owns it" is proven.** PostgreSQL cannot name a session's client process
-(the socket is shared by the dead scheduler's children), so ownership is proven from time, from
-what ``pg_stat_activity`` and the ``job`` table show:
+**What proves a session is a dead scheduler's.** All three, or it is never terminated:
 
-1. the session is ``idle in transaction`` for at least the wedge threshold and holds a lock
-   stronger than ``AccessShareLock`` (a row lock) on a scheduler table;
-2. every live scheduler (``job`` row ``running``, heartbeat fresher than the heartbeat threshold)
-   started more than :data:`CLOCK_MARGIN` seconds after the transaction began: no scheduler owns a
-   transaction begun before it existed;
-3. the session was opened while a scheduler that is now dead was alive — no earlier than
-   :data:`STARTUP_MARGIN` seconds before its job started, no later than its last heartbeat plus
-   the heartbeat threshold — and the transaction began after that scheduler started. A session
-   of a process older than it (an api-server, say) is never its. The transaction's begin is not
-   bounded by the dead scheduler's last heartbeat: the scheduler heartbeats once per loop, after
-   the critical section, so on a loaded host its last transaction can begin well after its last
-   heartbeat; rule 2 already bounds it from above.
+(a) **Airflow's tables.** It is ``idle in transaction`` for at least the wedge threshold and holds
+    a lock stronger than ``AccessShareLock`` (a row lock) on one of Airflow's scheduler tables in
+    the metadata schema, matched by oid (:func:`~airflow_crashsafe.watchdog.pg_sessions.metadata_tables`):
+    a table of another schema that shares the name is never considered.
+(b) **Identity.** Its ``application_name`` is the identity the plugin makes every scheduler set on
+    its own metadata sessions (:mod:`airflow_crashsafe.component_identity`), naming a scheduler
+    job that is now dead, and the host the identity names is that job row's ``hostname``. A
+    person's session, another component's (api-server, triggerer, dag-processor), a live
+    replica's or a scheduler's forked child's never carries it.
+(c) **Time.** Every live scheduler (``job`` row ``running``, heartbeat fresher than the heartbeat
+    threshold) started more than :data:`CLOCK_MARGIN` seconds after the transaction began, and
+    the session was opened while that dead scheduler was alive — no earlier than
+    :data:`STARTUP_MARGIN` seconds before its job started, no later than its last heartbeat plus
+    the heartbeat threshold — with the transaction begun after it started. The transaction's
+    begin is not bounded by the dead scheduler's last heartbeat: the scheduler heartbeats once per
+    loop, after the critical section, so on a loaded host its last transaction can begin well
+    after its last heartbeat; the live schedulers' start already bounds it from above.
 
 With no live scheduler at all there is no successor to unblock: that is "scheduler dead", whose
-alert lists such sessions. With an HA replica that started before the transaction, ownership
-cannot be proven, so nothing is paged as a wedge or healed; the canary's stall names the session
-as a suspect instead. Healing (``--heal``) terminates only sessions proven orphaned, and re-checks
-in the terminating statement itself that the session is still the one judged.
+alert lists such sessions. A session that holds the scheduler's locks while a live scheduler
+exists but is not proven is paged for a person to decide (:mod:`~airflow_crashsafe.watchdog.wedge_alerts`).
+Healing (``--heal``) terminates only proven sessions, and re-checks in the terminating statement
+itself that the session is still the one judged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_crashsafe.alerting.incidents import Condition
+from airflow_crashsafe.component_identity.name import ComponentIdentity, parse
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.watchdog import pg_sessions
-from airflow_crashsafe.watchdog.health import JobRecord, Observation, is_alive, parse_timestamp
+from airflow_crashsafe.watchdog.health import JobRecord, is_alive, parse_timestamp
+from airflow_crashsafe.watchdog.pg_sessions import Relation
 
 __all__ = [
     "CLOCK_MARGIN",
     "STARTUP_MARGIN",
-    "WEDGE_KEY",
     "IdleTransaction",
+    "TableLock",
     "WedgeWatch",
     "prove_orphaned",
-    "remedy",
-    "stall_cause",
-    "wedge_conditions",
 ]
 
 log = logging.getLogger(__name__)
@@ -62,17 +63,31 @@ log = logging.getLogger(__name__)
 CLOCK_MARGIN = 1.0
 #: Seconds a scheduler may open its first session before its ``job`` row records its start.
 STARTUP_MARGIN = 60.0
-#: Incident key prefix: ``scheduler_wedged:<backend pid>``.
-WEDGE_KEY = "scheduler_wedged"
 _INSUFFICIENT_PRIVILEGE = "42501"
 
 
 @dataclass(frozen=True)
+class TableLock:
+    """A table-level lock a session holds: on which table (by oid), in which mode."""
+
+    table: Relation
+    mode: str
+
+    @property
+    def oid(self) -> int:
+        return self.table.oid
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.mode}"
+
+
+@dataclass(frozen=True)
 class IdleTransaction:
-    """A metadata-DB session idle in a transaction while holding scheduler-table locks.
+    """A metadata-DB session idle in a transaction while holding row locks on Airflow's tables.
 
     ``owner`` is the dead scheduler it was proven to belong to (None: not proven, ``verdict`` says
-    why); ``heal`` records what ``--heal`` did to it this poll.
+    why); ``on_airflow_tables`` whether the proof found its locks on Airflow's scheduler tables;
+    ``heal`` records what ``--heal`` did to it this poll.
     """
 
     pid: int
@@ -81,20 +96,25 @@ class IdleTransaction:
     xact_start: datetime
     idle_since: datetime
     db_now: datetime
-    locks: tuple[str, ...]
+    locks: tuple[TableLock, ...]
     database: str = ""
     user: str | None = None
     application: str | None = None
     client: str | None = None
-    last_query: str | None = None
     owner: JobRecord | None = None
     verdict: str = ""
+    on_airflow_tables: bool = False
     live: tuple[JobRecord, ...] = ()
     heal: Mapping[str, Any] | None = field(default=None)
 
     @property
     def orphaned(self) -> bool:
         return self.owner is not None
+
+    @property
+    def identity(self) -> ComponentIdentity | None:
+        """The Airflow component its ``application_name`` names, if it names one."""
+        return parse(self.application)
 
     @property
     def idle_seconds(self) -> float:
@@ -110,19 +130,21 @@ class IdleTransaction:
         return (self.pid, self.backend_start, self.xact_start, self.idle_since)
 
     def describe(self) -> dict[str, Any]:
-        """A JSON-friendly summary for alert details."""
+        """A JSON-friendly summary for alert details: who, since when, what it locks (no SQL text)."""
+        identity = self.identity
         out: dict[str, Any] = {
             "backend_pid": self.pid,
             "state": self.state,
-            "idle_seconds": round(self.idle_seconds),
-            "transaction_age_seconds": round(self.age_seconds),
-            "transaction_began": self.xact_start.isoformat(),
-            "idle_since": self.idle_since.isoformat(),
-            "locks": list(self.locks),
             "user": self.user,
             "application_name": self.application,
             "client": self.client,
-            "last_query": self.last_query,
+            "idle_seconds": round(self.idle_seconds),
+            "transaction_age_seconds": round(self.age_seconds),
+            "backend_start": self.backend_start.isoformat(),
+            "transaction_began": self.xact_start.isoformat(),
+            "idle_since": self.idle_since.isoformat(),
+            "locks": [str(lock) for lock in self.locks],
+            "identity": identity.describe() if identity else None,
             "verdict": self.verdict,
         }
         if self.owner is not None:
@@ -132,12 +154,16 @@ class IdleTransaction:
         return out
 
 
-def _from_row(row: tuple[Any, ...], database: str) -> IdleTransaction:
-    pid, state, backend_start, xact_start, idle_since, db_now, user, app, host, port, query, locks = row
+def _from_row(row: tuple[Any, ...], database: str, tables: Mapping[int, Relation]) -> IdleTransaction:
+    pid, state, backend_start, xact_start, idle_since, db_now, user, app, host, port, oids, modes = row
     client = f"{host}:{port}" if host else ("local socket" if port == -1 else None)
     stamps = [parse_timestamp(value) for value in (backend_start, xact_start, idle_since, db_now)]
     assert all(stamp is not None for stamp in stamps)  # an idle-in-transaction session has them all
     started, began, idle, now = (stamp for stamp in stamps if stamp is not None)
+    locks = tuple(
+        TableLock(tables.get(int(oid), Relation(int(oid), "?", f"oid {oid}")), str(mode))
+        for oid, mode in zip(oids, modes, strict=True)
+    )
     return IdleTransaction(
         pid=int(pid),
         state=str(state),
@@ -145,54 +171,84 @@ def _from_row(row: tuple[Any, ...], database: str) -> IdleTransaction:
         xact_start=began,
         idle_since=idle,
         db_now=now,
-        locks=tuple(locks),
+        locks=locks,
         database=database,
         user=user,
         application=app or None,
         client=client,
-        last_query=query,
     )
+
+
+def _not_proven(tx: IdleTransaction, why: str) -> IdleTransaction:
+    return replace(tx, owner=None, verdict=why)
 
 
 def prove_orphaned(
-    tx: IdleTransaction, schedulers: list[JobRecord], now: datetime, threshold: float
+    tx: IdleTransaction,
+    schedulers: list[JobRecord],
+    now: datetime,
+    threshold: float,
+    tables: Collection[int],
 ) -> IdleTransaction:
-    """``tx`` with its verdict: which dead scheduler owns it, or why that is not proven."""
+    """``tx`` with its verdict: the dead scheduler it is proven to belong to, or why that is not proven.
+
+    ``tables`` are the oids of Airflow's scheduler tables in the metadata schema (the proof's part
+    (a)); ``schedulers`` the scheduler ``job`` rows; ``threshold`` the heartbeat age that means dead.
+    """
     live = tuple(job for job in schedulers if is_alive(job, now, threshold))
+    airflow = tuple(lock for lock in tx.locks if lock.oid in tables)  # the others are never considered
+    tx = replace(tx, live=live, locks=airflow or tx.locks, on_airflow_tables=bool(airflow))
+    if not tx.on_airflow_tables:
+        return _not_proven(tx, "it holds no row lock on Airflow's scheduler tables in the metadata schema")
     if not live:
-        return replace(tx, verdict="no live scheduler: nothing is blocked until one starts")
+        return _not_proven(tx, "no live scheduler: nothing is blocked until one starts")
+    identity = tx.identity
+    if identity is None:
+        return _not_proven(
+            tx,
+            f"its application_name {tx.application!r} is not an Airflow scheduler's identity: it may be "
+            "a person's session, another program's, or a scheduler running without airflow-crashsafe",
+        )
+    if identity.component != "scheduler":
+        why = f"it is Airflow's {identity.component} (job {identity.job_id}), not a scheduler"
+        return _not_proven(tx, why)
+    job = next((j for j in schedulers if j.job_id == identity.job_id), None)
+    if job is None:
+        why = f"it names scheduler job {identity.job_id}, which is no scheduler in the job table"
+        return _not_proven(tx, why)
+    if job in live:
+        return _not_proven(tx, f"it is live scheduler job {job.job_id}'s own session")
+    if not identity.host_matches(job.hostname):
+        return _not_proven(
+            tx, f"it names host {identity.host!r}, but scheduler job {job.job_id} ran on {job.hostname!r}"
+        )
+    return _prove_timing(tx, job, live, threshold)
+
+
+def _prove_timing(
+    tx: IdleTransaction, job: JobRecord, live: tuple[JobRecord, ...], threshold: float
+) -> IdleTransaction:
+    """Part (c): opened while ``job`` ran, begun after it started and before every live one did."""
     margin = timedelta(seconds=CLOCK_MARGIN)
-    for job in live:
-        if job.start_date is None or job.start_date - margin <= tx.xact_start:
-            started = job.start_date.isoformat() if job.start_date else "an unknown time"
-            why = f"live scheduler job {job.job_id} started at {started}, not after the transaction began"
-            return replace(tx, live=live, verdict=f"{why}: it may own it")
-    slack = timedelta(seconds=threshold)
-    startup = timedelta(seconds=STARTUP_MARGIN)
-    for job in schedulers:
-        if job in live or job.start_date is None or job.latest_heartbeat is None:
-            continue
-        opened_during = job.start_date - startup <= tx.backend_start <= job.latest_heartbeat + slack
-        if opened_during and tx.xact_start >= job.start_date - margin:
-            verdict = (
-                f"opened at {tx.backend_start.isoformat()} while scheduler job {job.job_id} on "
-                f"{job.hostname} ran (last heartbeat {job.latest_heartbeat.isoformat()}, now dead), "
-                f"began at {tx.xact_start.isoformat()}, before every live scheduler started"
-            )
-            return replace(tx, owner=job, live=live, verdict=verdict)
-    return replace(tx, live=live, verdict="no scheduler that is now dead was running when it was opened")
-
-
-def remedy(tx: IdleTransaction) -> str:
-    """The exact fix, for the alert text."""
-    database = tx.database or "<metadata database>"
-    return (
-        f"On database {database}, as a superuser or a member of pg_signal_backend: "
-        f"SELECT pg_terminate_backend({tx.pid}); the restarted scheduler queues again at its next "
-        f"loop. Prevent it: ALTER DATABASE {database} SET idle_in_transaction_session_timeout = '5min' "
-        "(or start PostgreSQL with -c idle_in_transaction_session_timeout=5min), or run the "
-        "watchdog with --heal."
+    for other in live:
+        if other.start_date is None or other.start_date - margin <= tx.xact_start:
+            started = other.start_date.isoformat() if other.start_date else "an unknown time"
+            why = f"live scheduler job {other.job_id} started at {started}, not after the transaction began"
+            return _not_proven(tx, f"{why}: it may own it")
+    if job.start_date is None or job.latest_heartbeat is None:
+        return _not_proven(tx, f"scheduler job {job.job_id} has no recorded start or heartbeat")
+    slack, startup = timedelta(seconds=threshold), timedelta(seconds=STARTUP_MARGIN)
+    if not job.start_date - startup <= tx.backend_start <= job.latest_heartbeat + slack:
+        opened = tx.backend_start.isoformat()
+        return _not_proven(tx, f"it was opened at {opened}, outside the time scheduler job {job.job_id} ran")
+    if tx.xact_start < job.start_date - margin:
+        return _not_proven(tx, f"its transaction began before scheduler job {job.job_id} started")
+    verdict = (
+        f"scheduler job {job.job_id} on {job.hostname} (pid {tx.identity.pid if tx.identity else '?'}) "
+        f"opened it at {tx.backend_start.isoformat()}, began it at {tx.xact_start.isoformat()} before "
+        f"every live scheduler started, and is dead (last heartbeat {job.latest_heartbeat.isoformat()})"
     )
+    return replace(tx, owner=job, verdict=verdict)
 
 
 @dataclass(frozen=True)
@@ -222,21 +278,28 @@ class WedgeWatch:
                 f"{hidden} session(s) of {database} are hidden from role {role}: GRANT "
                 f"pg_read_all_stats TO {role} so that the watchdog can see a wedge"
             )
-        rows = pg_sessions.idle_lock_holders(conn, self.idle_threshold)
+        tables = pg_sessions.metadata_tables(conn)
+        if not tables:
+            notes.append(f"no Airflow job table on {role}'s search_path in {database}: wedges not checked")
+            return (), notes
+        rows = pg_sessions.idle_lock_holders(conn, self.idle_threshold, list(tables))
         if not rows:
             return (), notes
-        found = [_from_row(row, database) for row in rows]
+        found = [_from_row(row, database, tables) for row in rows]
         since = min(tx.backend_start for tx in found) - timedelta(seconds=self.heartbeat_threshold)
-        schedulers = pg_sessions.scheduler_jobs(conn, since)
-        judged = [prove_orphaned(tx, schedulers, now, self.heartbeat_threshold) for tx in found]
+        named = [tx.identity.job_id for tx in found if tx.identity is not None]
+        schedulers = pg_sessions.scheduler_jobs(conn, since, named)
+        judged = [prove_orphaned(tx, schedulers, now, self.heartbeat_threshold, tables) for tx in found]
         if self.heal:
-            judged = [self._heal(conn, tx, role, now) if tx.orphaned else tx for tx in judged]
+            judged = [self._heal(conn, tx, role, now, list(tables)) if tx.orphaned else tx for tx in judged]
         return tuple(judged), notes
 
-    def _heal(self, conn: Any, tx: IdleTransaction, role: str, now: datetime) -> IdleTransaction:
+    def _heal(
+        self, conn: Any, tx: IdleTransaction, role: str, now: datetime, oids: list[int]
+    ) -> IdleTransaction:
         record: dict[str, Any] = {"action": f"SELECT pg_terminate_backend({tx.pid})", "at": now.isoformat()}
         try:
-            answer = pg_sessions.terminate(conn, tx.key, self.wait_ms)
+            answer = pg_sessions.terminate(conn, tx.key, self.wait_ms, application=tx.application, oids=oids)
         except Exception as exc:  # a refusal is a finding for the alert, never a crash
             lines = str(exc).strip().splitlines()
             refused = getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE
@@ -256,44 +319,3 @@ class WedgeWatch:
         else:
             record["result"] = f"signalled, still present after {self.wait_ms} ms"
         return replace(tx, heal=record)
-
-
-def wedge_conditions(observation: Observation) -> dict[str, Condition]:
-    """One critical condition per session proven orphaned: ``scheduler_wedged:<pid>``."""
-    found: dict[str, Condition] = {}
-    for tx in observation.idle_transactions or ():
-        if not tx.orphaned:
-            continue
-        summary = (
-            f"Restarted scheduler blocked by a dead scheduler's open transaction (backend pid "
-            f"{tx.pid}, idle {tx.idle_seconds:.0f} s, holding {', '.join(tx.locks)})"
-        )
-        result = str((tx.heal or {}).get("result", ""))
-        if result == "terminated":
-            summary += ": terminated by the watchdog (--heal)"
-        elif result:
-            summary += f": --heal {result.split(':')[0]}"
-        details: dict[str, Any] = {
-            **tx.describe(),
-            "remedy": remedy(tx),
-            "heal": dict(tx.heal) if tx.heal else "off: the watchdog heals it with --heal",
-        }
-        key = f"{WEDGE_KEY}:{tx.pid}"
-        found[key] = Condition(key, "critical", summary, tx.idle_since, details)
-    return found
-
-
-def stall_cause(observation: Observation) -> tuple[str, str | None]:
-    """Why the canary stalls, as far as the sessions show: (cause, summary suffix or None)."""
-    sessions = observation.idle_transactions
-    if sessions is None:
-        return "unknown: the metadata DB's sessions are not watched (needs --db-url on PostgreSQL)", None
-    wedged = [str(tx.pid) for tx in sessions if tx.orphaned]
-    if wedged:
-        pids = ", ".join(wedged)
-        cause = f"wedge: a dead scheduler's open transaction (backend pid {pids}) blocks the scheduler"
-        return cause, f" (wedged by a dead scheduler's open transaction, backend pid {pids})"
-    if sessions:
-        suspects = "; ".join(f"pid {tx.pid}: {tx.verdict}" for tx in sessions)
-        return f"suspect: sessions idle in a transaction hold scheduler locks ({suspects})", None
-    return "not a wedge: no session idle in a transaction holds the scheduler's locks", None

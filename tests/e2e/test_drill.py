@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import psutil
 import pytest
@@ -23,7 +22,6 @@ from drill.subprocess_run import run_drill
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(720)]
 
-REPO = Path(__file__).resolve().parents[2]
 # 4 loads and 2 payment pushes per DAG; each load works 100 s in the warehouse, outliving the crash
 # and the re-runs' start-up (on 2 busy cores the reset can take 30 s after the restart):
 # SIGKILL 3 s after all run; down 34 s, longer than Airflow's default health-check threshold (30 s):
@@ -42,8 +40,6 @@ def drill(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
         if os.environ.get("CI"):
             pytest.fail("CI needs PostgreSQL binaries for the drill", pytrace=False)
         pytest.skip("no PostgreSQL binaries for the drill's throwaway warehouse")
-    if not (REPO / "airflow_crashsafe" / "operators" / "sql.py").exists():
-        pytest.skip("the crashsafe SQL operators are not in this checkout yet")
     return run_drill(SHORT_DRILL, tmp_path_factory.mktemp("drill"), timeout=660)
 
 

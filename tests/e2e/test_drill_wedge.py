@@ -3,8 +3,9 @@
 Boots api-server, scheduler, dag-processor and triggerer (LocalExecutor, PostgreSQL metadata DB)
 with 8 waiting tasks, SIGKILLs the scheduler while its session holds the pool lock, restarts it
 15 s later (past a 10 s health-check threshold), watches the reset tasks stay ``scheduled`` for
-30 s, then starts the healing watchdog. About 3 to 4 minutes on 2 cores; skipped (it would prove
-nothing) while this checkout's watchdog has no ``--heal``.
+30 s, then starts the healing watchdog. About 3 to 4 minutes on 2 cores. The heal is the real
+proof at work: the orphaned session carries the identity Airflow's own scheduler process set
+through the plugin (its job, the killed pid), and only that lets ``--heal`` end it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from drill.cluster import find_pg_bin
 from drill.facts import DrillFacts
 from drill.subprocess_run import run_drill
-from drill.watch import watchdog_accepts
+from drill.wedge_report import carries_identity
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -35,8 +36,6 @@ def wedge_drill(
     """Run one short wedge drill for the whole module."""
     if find_pg_bin() is None:
         pytest.skip("no PostgreSQL binaries for the drill's metadata DB")
-    if not watchdog_accepts("--heal"):
-        pytest.skip("this checkout's watchdog has no --heal yet")
     return run_drill(SHORT_WEDGE, tmp_path_factory.mktemp("wedge"), timeout=560)
 
 
@@ -52,6 +51,17 @@ def test_plain_restart_stays_wedged(wedge_drill: tuple[subprocess.CompletedProce
     assert w.stuck == 8
 
 
+def test_the_dead_schedulers_session_carries_its_identity(
+    wedge_drill: tuple[subprocess.CompletedProcess[str], DrillFacts],
+) -> None:
+    """The plugin, loaded by Airflow's own scheduler, named the session after the killed process's job."""
+    _, facts = wedge_drill
+    w = facts.wedge
+    assert w is not None
+    assert w.backend_application.startswith("airflow-scheduler job="), w.backend_application
+    assert carries_identity(w), (w.backend_application, w.scheduler_pid)
+
+
 def test_healing_watchdog_pages_and_the_run_finishes(
     wedge_drill: tuple[subprocess.CompletedProcess[str], DrillFacts],
 ) -> None:
@@ -61,6 +71,8 @@ def test_healing_watchdog_pages_and_the_run_finishes(
     assert w is not None
     assert w.page_at is not None, done.stdout[-4000:]  # the drill's progress says what the watchdog did
     assert "open transaction" in w.page_summary.lower()
+    assert w.page_key.startswith("scheduler_wedged:"), w.page_key
+    assert w.backend_gone_at is not None
     assert w.recovered_at is not None
     assert w.run_state == "success"
     assert done.returncode == 0, done.stdout

@@ -10,14 +10,16 @@ route are grepped for it.
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
-from airflow_crashsafe.effects import effect
+from airflow_crashsafe.effects import calls, effect
 from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.errors import ExternalCallFailed
 from airflow_crashsafe.operators import http
@@ -27,11 +29,14 @@ from airflow_crashsafe.store.store import Store, open_store, reset_store_cache
 from airflow_crashsafe.testing import fake_context
 from airflow_crashsafe.testing.http import LocalServer, Received, Reply
 from tests.support.cli import run_cli
+from tests.support.secret_corpus import encoded_forms
 from tests.unit.ui.conftest import UiHarness
 
 pytestmark = pytest.mark.integration
 
 CANARY = "CANARY-7f3a9"
+#: A Basic credential too short to be taken for a base64 run: only its scheme word marks it.
+BASIC_CANARY = base64.b64encode(b"u:K9").decode()
 #: The connection's password: Airflow's masker learns it when the connection loads, so it is a
 #: canary of its own, kept apart from the one crashsafe's policy alone must hide.
 CONN_CANARY = "CONN-CANARY-51e8"
@@ -62,6 +67,8 @@ def vendor_reply(request: Received) -> Reply:
             "x-api-key": CANARY,
             "nested": [{"client_secret": CANARY}],
             "echo": f"you sent {CANARY}",  # under no secret name: known from the request
+            "auth_seen": base64.b64encode(request.headers.get("Authorization", "").encode()).decode(),
+            "body_seen": quote(request.body.decode("utf-8", "replace"), safe=""),
         },
         headers={"X-Api-Key": CANARY, "Set-Cookie": f"session={CANARY}"},
     )
@@ -136,6 +143,7 @@ def send_everything(vendor: LocalServer) -> list[Any]:
         RuntimeError(f"vendor said: client_secret={CANARY} is wrong"),
         ConnectionError(f"POST https://svc:{CANARY}@api.example.com/x?api_key={CANARY} failed"),
         ValueError(f"rejected {CANARY}"),  # a bare value: known because the payload holds it
+        PermissionError(f"proxy rejected Basic {BASIC_CANARY} (407)"),  # known by its scheme alone
     ):
         with (
             pytest.raises(type(error)),
@@ -210,10 +218,12 @@ def test_canary_appears_nowhere(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Store tables, task log, XCom, ledger show and every UI response hold no trace of the canary."""
+    """Store tables, task log, XCom, ledger show and every UI response hold no trace of the canary,
+    raw, URL-encoded or base64-encoded, nor of a Basic credential quoted in an error."""
     # Airflow's own masker would hide registered secrets in the log: switch it off, so that what
     # is proven here is crashsafe's redaction, not the masker's.
     monkeypatch.setattr(http, "mask_in_task_log", lambda secrets: None)
+    monkeypatch.setattr(calls, "mask_in_task_log", lambda secrets: None)
     caplog.set_level(logging.INFO)
     returned = send_everything(vendor)
     task_log = capfd.readouterr().out + caplog.text
@@ -228,7 +238,8 @@ def test_canary_appears_nowhere(
     # Each place really holds the calls (the grep is not of an empty page): their results are there.
     holding = {place: "tok_1" in text for place, text in places.items() if place != "task log"}
     assert all(holding.values()), holding
-    leaked = [place for place, text in places.items() if CANARY in text or CONN_CANARY in text]
+    forms = [*encoded_forms(CANARY), *encoded_forms(CONN_CANARY), BASIC_CANARY]
+    leaked = [f"{form!r} in {place}" for place, text in places.items() for form in forms if form in text]
     assert not leaked, f"the canary leaked into: {leaked}"
     assert returned[0]["body"]["id"] == "tok_1"  # what is not secret is still there
     assert returned[-1] == returned[0]

@@ -9,6 +9,10 @@ At most :data:`E2E_LANES` Airflow stacks boot at once, whatever the worker count
 
 Units are whole modules, as ``--dist loadfile`` makes them: a module's fixtures (a drill run, a
 booted api-server) are set up once, on one worker. See docs/packaging.md, "The test run".
+
+A worker that dies (a test overran its time limit: tests/plugins/time_limit.py ends the process)
+is replaced by xdist; the test it was running is reported failed once and not run again, the rest
+of its module goes back to the queue, and the new worker takes over its lane.
 """
 
 from __future__ import annotations
@@ -92,12 +96,43 @@ class LaneScheduling(LoadScopeScheduling):
     def __init__(self, config: pytest.Config, log: Any = None) -> None:
         super().__init__(config, log)
         config.option.loadscopereorder = False  # keep collection order for the shared lanes
+        self._e2e_lanes: set[Any] = set()
+        self._lost_e2e_lanes = 0  # e2e lanes whose worker died; their replacements take them over
 
     def _split_scope(self, nodeid: str) -> str:
         return nodeid.split("::", 1)[0]
 
     def _is_e2e_lane(self, node: Any) -> bool:
-        return int(node.gateway.id.removeprefix("gw")) < E2E_LANES
+        return node in self._e2e_lanes
+
+    def add_node(self, node: Any) -> None:
+        super().add_node(node)
+        if int(node.gateway.id.removeprefix("gw")) < E2E_LANES:
+            self._e2e_lanes.add(node)
+        elif self._lost_e2e_lanes:  # a replacement worker (xdist numbers it after the others)
+            self._lost_e2e_lanes -= 1
+            self._e2e_lanes.add(node)
+
+    def remove_node(self, node: Any) -> str | None:
+        """Forget ``node``; if it died with tests pending, return the one it was running (xdist
+        reports it failed) and queue the rest of its modules again, without that test: run again
+        it would only end the next worker the same way."""
+        workload = self.assigned_work.pop(node)
+        lane = node in self._e2e_lanes
+        self._e2e_lanes.discard(node)
+        pending = [nodeid for unit in workload.values() for nodeid, done in unit.items() if not done]
+        if not pending:
+            return None
+        crashed = pending[0]  # a worker runs its tests in the order they were sent
+        self._lost_e2e_lanes += lane
+        for scope, unit in workload.items():
+            if crashed in unit:
+                unit[crashed] = True
+            if not all(unit.values()):
+                self.workqueue[scope] = unit
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashed
 
     def _next_scope(self, node: Any) -> str | None:
         """The module ``node`` runs next: an e2e one on an e2e lane while any is left, else the

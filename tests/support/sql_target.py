@@ -5,7 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_crashsafe.operators import PartitionOverwriteOperator
 from airflow_crashsafe.store.dbapi import connect_url
+
+
+def overwrite_revenue(target: SqlTarget, sql: str) -> PartitionOverwriteOperator:
+    """Task ``load``: overwrite the 2024-01-02 partition of ``revenue`` with ``sql`` (the matrices' load)."""
+    return PartitionOverwriteOperator(
+        task_id="load",
+        conn_id=target.conn_id,
+        target_table="revenue",
+        partition={"day": "2024-01-02"},
+        sql=sql,
+    )
 
 
 @dataclass(frozen=True)

@@ -164,3 +164,30 @@ def test_console_script_reports_crashsafe_errors(tmp_path: Path) -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("airflow-crashsafe: error: ")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("days", ["0", "-3", "100000000000"])
+def test_db_prune_refuses_a_window_out_of_range(capsys: pytest.CaptureFixture[str], days: str) -> None:
+    """`db prune --older-than` below a day (a fence a retry still needs) or past a century (a date
+    overflow) exits 2 naming the flag and its range, before the store is opened."""
+    assert cli.main(["db", "prune", "--older-than", days]) == 2
+    err = capsys.readouterr().err
+    assert f"--older-than = {days} is out of range: set it to a whole number of days from 1 to 36500" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["doctor", "--longest-task", "nan"], "--longest-task"),
+        (["doctor", "--longest-task", "inf"], "--longest-task"),
+        (["audit", "reconcile", "--timeout", "1e309"], "--timeout"),
+    ],
+)
+def test_numeric_flags_out_of_range_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
+) -> None:
+    """A flag's nan, infinite or out-of-range number exits 2 before anything runs, naming the flag."""
+    assert _exit_code(lambda: cli.main(argv)) == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: '{argv[-1]}' is " in err
+    assert ": set it to a " in err

@@ -225,7 +225,12 @@ def test_reconcile_unset_secret_env_is_an_error(
     [
         pytest.param(["audit"], "AUDIT_COMMAND", id="no-subcommand"),
         pytest.param(["audit", "reconcile", "--grace", "soon"], "expected a duration", id="bad-grace"),
-        pytest.param(["audit", "reconcile", "--timeout", "x"], "invalid float value", id="bad-timeout"),
+        pytest.param(
+            ["audit", "reconcile", "--timeout", "x"], "--timeout: 'x' is not a number", id="bad-timeout"
+        ),
+        pytest.param(
+            ["audit", "reconcile", "--timeout", "nan"], "--timeout: 'nan' is not a finite", id="nan-timeout"
+        ),
     ],
 )
 def test_reconcile_usage_errors(

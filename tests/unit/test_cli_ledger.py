@@ -293,6 +293,20 @@ def test_prune_with_nothing_old_removes_nothing(
     assert _keys(store) == {key}
 
 
+@pytest.mark.parametrize("days", ["-5", "0", "nan", "1e309", "100000000000"])
+def test_prune_refuses_a_retention_out_of_range_and_deletes_nothing(
+    store: Store, capsys: pytest.CaptureFixture[str], days: str
+) -> None:
+    """`--older-than-days -5` would put the cutoff in the future and delete every entry (so every
+    retry re-sends); a huge one overflowed: both exit 2 naming the flag and its range, deleting nothing."""
+    key = _succeed("fresh")
+    code, _, err = run_cli(capsys, "ledger", "prune", "--older-than-days", days)
+    assert code == 2
+    assert "argument --older-than-days: " in err
+    assert "set it to a whole number of days from 1 to 36500" in err
+    assert _keys(store) == {key}
+
+
 def test_ledger_without_subcommand_is_a_usage_error(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     """`ledger` alone exits 2 and names the missing LEDGER_COMMAND."""
     code, _, err = run_cli(capsys, "ledger")

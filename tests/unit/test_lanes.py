@@ -47,9 +47,9 @@ class FakeNode:
         self.shutting_down = True
 
 
-def _run(workers: int) -> tuple[list[FakeNode], list[tuple[str, str]]]:
-    """Schedule COLLECTION on ``workers`` fake workers, each finishing one test per round; the
-    workers and the (worker, module) pairs in the order the scheduler sent them."""
+def _start(workers: int) -> tuple[LaneScheduling, list[FakeNode], list[tuple[str, str]]]:
+    """A scheduler with ``workers`` fake workers that collected COLLECTION, work sent; the
+    (worker, module) pairs in the order the scheduler sends them."""
     config: Any = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
     config.getvalue = {"tx": ["popen"] * workers}.get
     sched = LaneScheduling(config)
@@ -60,6 +60,11 @@ def _run(workers: int) -> tuple[list[FakeNode], list[tuple[str, str]]]:
     for node in nodes:
         sched.add_node_collection(node, COLLECTION)
     sched.schedule()
+    return sched, nodes, assigned
+
+
+def _drain(sched: LaneScheduling, nodes: list[FakeNode]) -> None:
+    """Each worker finishes one test per round until none has any left."""
     while any(node.pending for node in nodes):
         for node in nodes:
             if node.pending:
@@ -67,6 +72,12 @@ def _run(workers: int) -> tuple[list[FakeNode], list[tuple[str, str]]]:
                 node.ran.append(nodeid)
                 sched.mark_test_complete(node, COLLECTION.index(nodeid))
     assert sched.tests_finished
+
+
+def _run(workers: int) -> tuple[list[FakeNode], list[tuple[str, str]]]:
+    """Schedule COLLECTION on ``workers`` fake workers until done; the workers and what was sent."""
+    sched, nodes, assigned = _start(workers)
+    _drain(sched, nodes)
     return nodes, assigned
 
 
@@ -113,3 +124,25 @@ def test_a_worker_yields_the_cpu_to_the_e2e_lanes_once_it_runs_other_tests() -> 
     before, after, niceness = map(int, out.stdout.split())
     assert before == os.getpriority(os.PRIO_PROCESS, 0)
     assert after == max(niceness, before)
+
+
+def test_a_test_that_ends_its_worker_is_not_run_again_and_its_lane_is_taken_over() -> None:
+    """gw0 dies in the drill's first test: that test is reported once, the module's other test and
+    the remaining e2e modules run on the worker xdist starts instead, which becomes an e2e lane."""
+    sched, nodes, assigned = _start(3)
+    gw0 = nodes[0]
+    assert COLLECTION[gw0.pending[0]] == "tests/e2e/test_drill.py::test_a"
+
+    assert sched.remove_node(gw0) == "tests/e2e/test_drill.py::test_a"  # it died running it
+    replacement = FakeNode(3, assigned)
+    sched.add_node(replacement)
+    sched.add_node_collection(replacement, COLLECTION)
+    sched.schedule()
+    nodes = [*nodes[1:], replacement]
+    _drain(sched, nodes)
+    ran = [nodeid for node in nodes for nodeid in node.ran]
+    assert "tests/e2e/test_drill.py::test_a" not in ran
+    assert sorted(ran) == sorted(set(COLLECTION) - {"tests/e2e/test_drill.py::test_a"})
+    e2e_workers = {w for w, module in assigned if module.startswith("tests/e2e/")}
+    assert "gw2" not in e2e_workers  # still a shared lane
+    assert "gw3" in e2e_workers  # gw0's lane, taken over

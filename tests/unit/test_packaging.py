@@ -344,4 +344,4 @@ def test_airflow_cli_runs_the_crashsafe_commands(tmp_path: Path) -> None:
     assert re.search(r"crashsafe store schema version \d+", migrated.stdout)
     refused = airflow_cli("db", "prune", "--older-than", "0")
     assert refused.returncode == 2
-    assert "--older-than 0" in refused.stderr
+    assert "--older-than = 0 is out of range" in refused.stderr

@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_crashsafe.errors import ConfigurationError
 from airflow_crashsafe.sql import checks, statements
+from airflow_crashsafe.sql.fenceable import Named, check_tables
 from airflow_crashsafe.sql.introspect import TableInfo, server_version
 from airflow_crashsafe.sql.plans import OpenTransaction, Params, portable
 from airflow_crashsafe.sql.plans.source import describe_target, query_columns
@@ -104,6 +105,7 @@ class MergePlan:
             operator = f"NaturalKeyMergeOperator {self.task_id!r}"
             checks.check_deterministic(self.sql, allowed=False, operator=operator, dialect_calls=calls)
         info = describe_target(db, self.table, self.conn_id)
+        check_tables(db, [Named(self.table, f"the target of {self.task_id!r}")])
         checks.check_natural_key(info, self.key, Quoter.for_db(db))
         if self.update is not None:
             checks.check_columns_exist(info, self.update, "update_columns")

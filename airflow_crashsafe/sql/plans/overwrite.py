@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_crashsafe.errors import ConfigurationError, PartitionMismatchError
 from airflow_crashsafe.sql import checks, statements
+from airflow_crashsafe.sql.fenceable import Named, check_tables
 from airflow_crashsafe.sql.introspect import TableInfo
 from airflow_crashsafe.sql.plans import OpenTransaction, Params, portable
 from airflow_crashsafe.sql.plans.source import describe_target, query_columns
@@ -65,6 +66,7 @@ class OverwritePlan:
 
     def prepare(self, db: Db) -> TableInfo:
         info = describe_target(db, self.table, self.conn_id, unique_keys=False)
+        check_tables(db, [Named(self.table, f"the target of {self.task_id!r}")])
         checks.check_columns_exist(info, list(self.partition), "Partition columns")
         return info
 

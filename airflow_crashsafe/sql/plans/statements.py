@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_crashsafe.errors import ConfigurationError
+from airflow_crashsafe.sql.fenceable import check_statement_tables
 from airflow_crashsafe.sql.plans import OpenTransaction, Params, portable
 from airflow_crashsafe.sql.plans.values import check_parameters, check_sql
 from airflow_crashsafe.sql.unit_program import UnitFailure, UnitProgram, render_sql
@@ -21,15 +22,25 @@ __all__ = ["StatementsPlan"]
 
 @dataclass(frozen=True)
 class StatementsPlan:
-    """The statements of one task, non-empty, and the fence target they write."""
+    """The statements of one task, non-empty, the fence target they write, and the tables they
+    change if the task names them (``tables``: None when it does not)."""
 
     task_id: str
     target: str
     stmts: list[str]
     parameters: Params
+    tables: list[str] | None = None
 
     @classmethod
-    def build(cls, *, task_id: str, sql: str | list[str], target: str, parameters: Params) -> StatementsPlan:
+    def build(
+        cls,
+        *,
+        task_id: str,
+        sql: str | list[str],
+        target: str,
+        parameters: Params,
+        tables: list[str] | None = None,
+    ) -> StatementsPlan:
         """Validate the arguments (before any connection is opened)."""
         stmts = [sql] if isinstance(sql, str) else list(sql or ())
         stmts = [s for s in stmts if s and s.strip()]
@@ -39,11 +50,18 @@ class StatementsPlan:
             raise ConfigurationError(f"FencedSQLOperator {task_id!r} needs a target name for its fence.")
         check_parameters(parameters, task_id)
         check_sql(stmts, task_id)
-        return cls(task_id, str(target), stmts, parameters)
+        if tables is not None and (isinstance(tables, str) or not all(isinstance(t, str) for t in tables)):
+            raise ConfigurationError(
+                f"tables of {task_id!r} must be a list of table names, got {tables!r}: "
+                "e.g. tables=['mart.revenue']."
+            )
+        return cls(task_id, str(target), stmts, parameters, None if tables is None else list(tables))
 
     def prepare(self, db: Db) -> None:
-        """The statements are the user's own; only one that would end the fence early is refused."""
+        """The statements are the user's own: refused only when one would end the fence early, or
+        changes a table the fence cannot protect (:mod:`airflow_crashsafe.sql.fenceable`)."""
         portable.refuse_implicit_commits(db.dialect.name, self.stmts, self.task_id)
+        check_statement_tables(db, self.stmts, self.target, self.tables, self.task_id)
 
     def unit(self, program: UnitProgram, db: Db, prepared: None) -> None:
         fence = {"crashsafe_token": program.token, "crashsafe_try_number": program.try_number}

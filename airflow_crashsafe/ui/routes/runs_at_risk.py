@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Annotated
 
 from airflow.api_fastapi.core_api.security import GetUserDep
@@ -21,6 +23,7 @@ from airflow_crashsafe.ui.risk import Rules, due_runs, judge, load_rules
 
 __all__ = ["RISK_STATES", "router", "runs_at_risk"]
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["runs at risk"])
 RISK_STATES = ("missed", "at_risk", "on_track")
 StateFilter = Annotated[str | None, Query(description=f"only this state: {', '.join(RISK_STATES)}")]
@@ -62,6 +65,24 @@ def runs_at_risk(session: Session, dags: list[str], rules: Rules, now: datetime)
     return RunsAtRisk(generated_at=now, total=len(items), items=items, sources=[], problems=[])
 
 
+def _file_name_only(text: str, path: str | None) -> str:
+    """``text`` with the deadlines file named by its name only: a viewer needs to know which file,
+    not where the server keeps it (in any spelling of the path an error may use)."""
+    if not path:
+        return text
+    name = os.path.basename(path)
+    spellings = {
+        path,
+        str(Path(path)),
+        os.path.abspath(path),
+        os.path.realpath(path),
+        str(Path(path).expanduser()),
+    }
+    for spelling in sorted(spellings, key=len, reverse=True):
+        text = text.replace(spelling, name)
+    return text
+
+
 @router.get("/api/runs-at-risk", response_model=RunsAtRisk)
 def runs_at_risk_api(
     allowed: ReadableDags, session: MetadataDep, dag_id: DagFilter = None, state: StateFilter = None
@@ -75,11 +96,13 @@ def runs_at_risk_api(
     try:
         rules = load_rules(path)
     except ConfigurationError as exc:
-        rules, problems = Rules(), [str(exc)]
+        log.warning("runs at risk: [[deadlines]] not read: %s", exc)  # the whole path, for operators
+        rules, problems = Rules(), [_file_name_only(str(exc), path)]
     found = runs_at_risk(session, dags, rules, now)
     items = [r for r in found.items if not state or r.state == state]
-    # The file's name only: a viewer needs to know which file, not where the server keeps it.
-    sources = ["Airflow's DeadlineAlerts"] + ([f"[[deadlines]] of {os.path.basename(path)}"] if path else [])
+    sources = ["Airflow's DeadlineAlerts"] + (
+        [f"[[deadlines]] of {_file_name_only(path, path)}"] if path else []
+    )
     return found.model_copy(
         update={"items": items, "total": len(items), "sources": sources, "problems": problems}
     )

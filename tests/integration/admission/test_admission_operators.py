@@ -228,3 +228,24 @@ def test_a_wait_the_triggerer_never_answered_goes_on_in_the_worker(
         assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
     # Left: only the unanswered deferral's waiting row, which dies when its lease passes unrenewed.
     assert [r["state"] for r in _rows(store, "warehouse")] == ["waiting"]
+
+
+def test_a_hand_off_the_store_refuses_lets_the_rerun_write_with_a_warning(
+    store: Store, target: SqlTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store refuses the waiting row's hand-off to the trigger: admission fails open (the
+    re-run writes at once, a warning says why) and the row is freed rather than left waiting."""
+    store.migrate()
+    target.run(
+        "CREATE FUNCTION refuse_hand_off() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'hand-off refused by the store'; END $$",
+        "CREATE TRIGGER refuse_hand_off BEFORE UPDATE ON crashsafe_admission FOR EACH ROW "
+        "WHEN (NEW.pid = 0 AND OLD.pid <> 0) EXECUTE FUNCTION refuse_hand_off()",
+    )
+    context = fake_context(task_id="load_revenue", try_number=2)
+    with _budget_full(store, "warehouse"), caplog.at_level("WARNING", "airflow_crashsafe.admission"):
+        _load(target).execute(context)  # no TaskDeferred and no error: it went ahead
+        assert target.rows("SELECT * FROM revenue") == [(DAY, "eu", 10)]
+        assert [r["state"] for r in _rows(store, "warehouse")] == ["admitted"]  # the other's place only
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("recovery admission unavailable" in w and "hand-off refused" in w for w in warnings)

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from airflow_crashsafe.cli.main import main
-from airflow_crashsafe.doctor.findings import HAZARD, OK, SKIPPED
+from airflow_crashsafe.component_identity.name import application_name
+from airflow_crashsafe.doctor.findings import ERROR, HAZARD, OK, SKIPPED
 from airflow_crashsafe.doctor.metadata import check_idle_transaction_timeout, check_triggerer_for_adoption
+from airflow_crashsafe.doctor.session_identity import check_scheduler_session_identity
 from airflow_crashsafe.doctor.store_conn import check_store_connection
 
 pytestmark = pytest.mark.integration
@@ -79,6 +81,40 @@ def test_adoption_needs_a_live_triggerer(
     assert check_triggerer_for_adoption()[0].status == SKIPPED
 
 
+def live_scheduler(postgres_url: str, host: str = "sched-1") -> int:
+    """A scheduler job row running with a fresh heartbeat; its id."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO job (job_type, state, start_date, latest_heartbeat, hostname) "
+            "VALUES ('SchedulerJob', 'running', now(), now(), %s) RETURNING id",
+            (host,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_scheduler_session_identity_is_checked_while_a_scheduler_runs(
+    metadata: Callable[[str], None], postgres_url: str
+) -> None:
+    """No live scheduler: cannot tell. Live but unnamed sessions: a hazard with the fix. Named: ok."""
+    [finding] = check_scheduler_session_identity()
+    assert finding.status == ERROR
+    assert "cannot tell" in finding.summary
+    job = live_scheduler(postgres_url)
+    with psycopg.connect(postgres_url, application_name="airflow scheduler"):  # not the identity
+        [finding] = check_scheduler_session_identity()
+    assert finding.status == HAZARD
+    assert f"job {job} on sched-1" in finding.summary
+    assert "install airflow-crashsafe in the scheduler's environment" in finding.fix
+    assert finding.details["application_names"].get("airflow scheduler") == 1
+    wrong_host = application_name("scheduler", job, 4242, "elsewhere")
+    with psycopg.connect(postgres_url, application_name=wrong_host):
+        assert check_scheduler_session_identity()[0].status == HAZARD
+    with psycopg.connect(postgres_url, application_name=application_name("scheduler", job, 4242, "sched-1")):
+        [finding] = check_scheduler_session_identity()
+    assert finding.status == OK
+
+
 @pytest.mark.parametrize(
     ("executor", "defined", "status"),
     [
@@ -126,11 +162,13 @@ def test_doctor_exits_0_on_a_safe_deployment_and_1_naming_the_hazard(
         "INSERT INTO job (job_type, state, latest_heartbeat, hostname) "
         "VALUES ('TriggererJob', 'running', now(), 't')"
     )
+    job = live_scheduler(postgres_url)
     set_timeout(postgres_url, "5min")
-    assert main(["doctor"]) == 0, capsys.readouterr().out
-    assert capsys.readouterr().out.rstrip().endswith("no hazard found")
-    set_timeout(postgres_url, "0")
-    assert main(["doctor", "--json"]) == 1
+    with psycopg.connect(postgres_url, application_name=application_name("scheduler", job, 7, "sched-1")):
+        assert main(["doctor"]) == 0, capsys.readouterr().out
+        assert capsys.readouterr().out.rstrip().endswith("no hazard found")
+        set_timeout(postgres_url, "0")
+        assert main(["doctor", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert [f["check"] for f in report["findings"] if f["status"] == HAZARD] == [
         "metadata_idle_transaction_timeout"

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from airflow_crashsafe import redaction
 from airflow_crashsafe.effects import effect
 from airflow_crashsafe.effects.http_policy import HONOURS_KEYS_EXTRA
 from airflow_crashsafe.errors import (
@@ -145,3 +146,50 @@ def test_resend_against_a_connection_declared_naive_fails_before_intent(
         push(on_unknown_outcome="resend").execute(ctx())
     assert naive_vendor.received == []
     assert entries(store) == []
+
+
+def test_a_random_id_masked_in_the_path_still_tells_payloads_apart(
+    store: Store, naive_vendor: NaiveVendor
+) -> None:
+    """Two calls that differ only in an id masked for reading as random conflict; nothing is re-sent."""
+    first, second = (
+        "1BxiMVs0XRA5nFMdKvBdBZjgmUUqptlbs74OgvE2upms",
+        "9ZyxWVu8TSR7qPOnmLKjIhGfEdCbA6543210zyxwvu",
+    )
+    push(endpoint=f"/files/{first}/pay").execute(ctx())
+    (entry,) = entries(store)
+    assert entry.request["endpoint"] == "/files/***/pay"
+    assert first not in repr(entry.request)
+    with pytest.raises(IdempotencyConflict):
+        push(endpoint=f"/files/{second}/pay").execute(ctx(2))
+    assert len(naive_vendor.received) == 1
+
+
+def test_a_rotated_token_in_the_path_is_the_same_call(store: Store, naive_vendor: NaiveVendor) -> None:
+    """A bot token rotated between tries is a credential, not the payload: the retry replays."""
+    push(endpoint="/bot4839574813:AAFD39kkdpWt3ywyRZergyOLMaJhac61qc/sendMessage").execute(ctx())
+    replayed = push(endpoint="/bot4839574813:AAE4A6Rz0CSnIGzeu897OjQnjzsMEG2_uso/sendMessage").execute(ctx(2))
+    assert replayed["status"] == 201
+    assert len(naive_vendor.received) == 1
+    (entry,) = entries(store)
+    assert entry.request["endpoint"] == "/bot***/sendMessage"
+
+
+def test_json_secrets_named_in_any_case_style_are_stored_masked(
+    store: Store, naive_vendor: NaiveVendor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pwd, jwt, connectionString's AccountKey and webhookUrl's path secret never reach the store."""
+    # Proven by the policy alone: what the calls register with Airflow's masker is not consulted.
+    monkeypatch.setattr(redaction, "_airflow_masked", lambda text: text)
+    body = {
+        "pwd": SECRET,
+        "jwt": f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.{SECRET}",
+        "connectionString": f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={SECRET}xYz==;",
+        "webhookUrl": f"https://hooks.slack.com/services/T000/B000/{SECRET}",
+        "amount": 5,
+    }
+    push(json=body).execute(ctx())
+    (entry,) = entries(store)
+    assert SECRET not in repr(entry.request)
+    assert entry.request["json"]["amount"] == 5
+    assert SECRET in naive_vendor.received[0].body.decode()

@@ -1,4 +1,4 @@
-"""MariaDB through mysqlclient: the fence's statements in their one-round-trip forms keep the rules."""
+"""MariaDB through each MySQL client: the fence's statements in their one-round-trip forms keep the rules."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ def _attempt(try_number: int) -> Attempt:
     return Attempt(try_number=try_number, ti_id=str(uuid.uuid4()), run_id="r", clear_number=0)
 
 
-def test_one_trip_commit_commits_only_while_the_token_is_newest(mariadb_url: str) -> None:
+def test_one_trip_commit_commits_only_while_the_token_is_newest(mariadb_client_url: str) -> None:
     """The token's upsert+COMMIT and the check+COMMIT compound: a stale token leaves its write uncommitted."""
     slot = Slot("one_trip", "load", -1, uuid.uuid4().hex)
-    db, other = connect_url(mariadb_url), connect_url(mariadb_url)
+    db, other = connect_url(mariadb_client_url), connect_url(mariadb_client_url)
     try:
         assert db.multi_statements
         assert db.compound_statements
@@ -63,11 +63,11 @@ def _prepares_and_executes(db: Db) -> tuple[int, int]:
     return int(rows["Com_prepare_sql"]), int(rows["Com_execute_sql"])
 
 
-def test_the_fence_statements_are_prepared_once_per_connection(mariadb_url: str) -> None:
+def test_the_fence_statements_are_prepared_once_per_connection(mariadb_client_url: str) -> None:
     """The first write sends the text (the fence table not made yet: made first); the second
     prepares in the same round trip; later writes only EXECUTE; a statement the server forgot is
     prepared again."""
-    db = connect_url(mariadb_url)
+    db = connect_url(mariadb_client_url)
     try:
         assert not fences.fence_table_exists(db)
         with db.autocommit():

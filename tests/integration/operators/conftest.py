@@ -9,7 +9,7 @@ import pytest
 
 from airflow_crashsafe.store.store import reset_store_cache
 from tests.support.airflow_health import api_server_health, health_body
-from tests.support.engines import ENGINES
+from tests.support.engines import ENGINES, dialect_of
 from tests.support.sql_target import SqlTarget
 
 
@@ -22,14 +22,17 @@ def target(request: pytest.FixtureRequest, airflow_conn: Callable[[str, str], st
 
 @pytest.fixture(params=list(ENGINES))
 def engine_target(request: pytest.FixtureRequest, airflow_conn: Callable[[str, str], str]) -> SqlTarget:
-    """A fresh target of every engine (PostgreSQL, SQLite, MariaDB, DuckDB) as ``crashsafe_target``."""
+    """A fresh target of every engine (PostgreSQL, SQLite, MariaDB through each MySQL client, DuckDB,
+    Snowflake) as ``crashsafe_target``."""
     url: str = request.getfixturevalue(ENGINES[request.param])
     uri = url
     if request.param == "snowflake":  # the connection the provider's SnowflakeHook reads
         from airflow_crashsafe.testing.fakesnow import airflow_uri
 
         uri = airflow_uri(url)
-    return SqlTarget(conn_id=airflow_conn("crashsafe_target", uri), url=url, dialect=request.param)
+    return SqlTarget(
+        conn_id=airflow_conn("crashsafe_target", uri), url=url, dialect=dialect_of(request.param)
+    )
 
 
 @pytest.fixture

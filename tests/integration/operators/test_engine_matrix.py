@@ -27,7 +27,7 @@ from airflow_crashsafe.operators import (
     PartitionOverwriteOperator,
 )
 from airflow_crashsafe.testing.context import fake_context
-from tests.support.sql_target import SqlTarget
+from tests.support.sql_target import SqlTarget, overwrite_revenue
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +56,7 @@ SOURCE = "SELECT 'c1' AS customer, '2024-01-02' AS day, 10 AS amount UNION ALL S
 
 
 def _overwrite(target: SqlTarget, sql: str = DAY_ROWS) -> PartitionOverwriteOperator:
-    return PartitionOverwriteOperator(
-        task_id="load",
-        conn_id=target.conn_id,
-        target_table="revenue",
-        partition={"day": "2024-01-02"},
-        sql=sql,
-    )
+    return overwrite_revenue(target, sql)
 
 
 def _merge(target: SqlTarget, sql: str = SOURCE, **kwargs: Any) -> NaturalKeyMergeOperator:

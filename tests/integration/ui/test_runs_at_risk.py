@@ -289,3 +289,27 @@ def test_an_unreadable_deadlines_file_is_a_one_line_problem(
     assert len(body["problems"]) == 1
     assert "deadlines_config" in body["problems"][0]
     assert [i["source"] for i in body["items"]] == ["airflow"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [None, "[[deadlines]\n", "[watch]\ndeadline_keep = -1\n"],
+    ids=["missing", "not_toml", "bad_number"],
+)
+def test_a_deadlines_file_problem_names_the_file_not_its_server_directory(
+    world: Metadata, ui: UiHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str | None
+) -> None:
+    """The problem a bad deadlines_config shows names the file as `sources` does, never its directory."""
+    secret_dir = tmp_path / "srv-secret-layout" / "etc"
+    secret_dir.mkdir(parents=True)
+    path = secret_dir / "watchdog.toml"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv("AIRFLOW__CRASHSAFE__DEADLINES_CONFIG", str(path))
+    body = ui.get("/api/runs-at-risk").json()
+    assert body["sources"] == ["Airflow's DeadlineAlerts", "[[deadlines]] of watchdog.toml"]
+    [problem] = body["problems"]
+    assert "watchdog.toml" in problem
+    assert "srv-secret-layout" not in problem
+    assert str(tmp_path) not in problem
+    assert "srv-secret-layout" not in ui.get("/runs-at-risk").text

@@ -1,25 +1,26 @@
 """A dead scheduler's open transaction, on Airflow's real metadata schema: paged, healed, never confused.
 
-Each test crashes a scheduler-like process inside its critical section (see ``wedging.py``), then
-records a restarted scheduler in the ``job`` table, and asks the watchdog what it sees.
+Each test crashes a scheduler-like process inside its critical section (see ``wedging.py``), its
+session named as the plugin names a scheduler's, then records a restarted scheduler in the
+``job`` table, and asks the watchdog what it sees.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from airflow_crashsafe.component_identity.name import application_name
 from airflow_crashsafe.watchdog import cli
 from airflow_crashsafe.watchdog.db import DbSource
 from airflow_crashsafe.watchdog.health import Observation
 from airflow_crashsafe.watchdog.rules import Rules, evaluate
 from airflow_crashsafe.watchdog.wedge import CLOCK_MARGIN, WedgeWatch
-from tests.integration.watchdog.wedging import POOL_LOCK, Wedge, execute, psycopg
+from tests.integration.watchdog.wedging import POOL_LOCK, Wedge, WedgeFactory, execute, psycopg
 
 pytestmark = pytest.mark.integration
 
@@ -65,10 +66,18 @@ def observe(url: str, *, heal: bool = False) -> Observation:
     return DbSource(url, wedge=watch).observe(datetime.now(timezone.utc))
 
 
-def crash_and_restart(url: str, start: Callable[[str], Wedge]) -> tuple[Wedge, int]:
-    """The incident: the scheduler dies holding the pool locks; another starts; time passes."""
-    add_scheduler(url, "old-scheduler", started_ago=600)
-    wedge = start(url)
+def scheduler_identity(job_id: int, host: str) -> str:
+    """The name the plugin gives a scheduler's sessions, with ``{pid}`` for the wedging process's pid."""
+    return application_name("scheduler", job_id, 1, host).replace("pid=1 ", "pid={pid} ")
+
+
+def crash_and_restart(url: str, start: WedgeFactory, *, named: bool = True) -> tuple[Wedge, int]:
+    """The incident: the scheduler dies holding the pool locks; another starts; time passes.
+
+    ``named``: its session carries its identity (False: a scheduler without the plugin).
+    """
+    old = add_scheduler(url, "old-scheduler", started_ago=600)
+    wedge = start(url, scheduler_identity(old, "old-scheduler") if named else "")
     wedge.kill_owner()
     time.sleep(CLOCK_MARGIN + 0.5)
     live = add_scheduler(url, "new-scheduler")
@@ -78,7 +87,7 @@ def crash_and_restart(url: str, start: Callable[[str], Wedge]) -> tuple[Wedge, i
 
 
 def test_orphaned_transaction_pages_with_pid_age_locks_and_the_remedy(
-    metadata_db: str, wedge_factory: Callable[[str], Wedge]
+    metadata_db: str, wedge_factory: WedgeFactory
 ) -> None:
     """Without --heal: one critical page naming the backend, its age and locks, and the exact fix."""
     wedge, _ = crash_and_restart(metadata_db, wedge_factory)
@@ -96,7 +105,9 @@ def test_orphaned_transaction_pages_with_pid_age_locks_and_the_remedy(
     assert details["backend_pid"] == wedge.backend_pid
     assert details["idle_seconds"] >= IDLE
     assert details["transaction_age_seconds"] >= IDLE
-    assert {"slot_pool RowShareLock", "task_instance RowShareLock"} <= set(details["locks"])
+    assert {"public.slot_pool RowShareLock", "public.task_instance RowShareLock"} <= set(details["locks"])
+    assert details["identity"]["component"] == "scheduler"
+    assert details["identity"]["job_id"] == details["dead_scheduler"]["job_id"]
     assert details["dead_scheduler"]["hostname"] == "old-scheduler"
     assert details["live_schedulers"][0]["hostname"] == "new-scheduler"
     assert f"SELECT pg_terminate_backend({wedge.backend_pid})" in details["remedy"]
@@ -106,7 +117,7 @@ def test_orphaned_transaction_pages_with_pid_age_locks_and_the_remedy(
 
 
 def test_heal_terminates_the_orphan_and_the_resolve_says_so(
-    metadata_db: str, wedge_factory: Callable[[str], Wedge]
+    metadata_db: str, wedge_factory: WedgeFactory
 ) -> None:
     """With --heal: the backend is terminated in the poll that finds it; scheduling can resume."""
     wedge, live = crash_and_restart(metadata_db, wedge_factory)
@@ -131,10 +142,26 @@ def test_heal_terminates_the_orphan_and_the_resolve_says_so(
     assert incidents == {}
 
 
+def test_a_wedge_without_the_identity_is_paged_for_a_person_never_ended(
+    metadata_db: str, wedge_factory: WedgeFactory
+) -> None:
+    """A scheduler without the plugin wedges: timing fits, --heal ends nothing, a critical page says why."""
+    wedge, _ = crash_and_restart(metadata_db, wedge_factory, named=False)
+    _, alerts = evaluate({}, observe(metadata_db, heal=True), RULES)
+    [page] = alerts
+    assert page.dedup_key.split(":")[2:4] == ["scheduler_lock_holder", str(wedge.backend_pid)]
+    assert page.severity == "critical"
+    assert "not an Airflow scheduler's identity" in page.details["why_not_terminated"]
+    assert f"WHERE pid = {wedge.backend_pid} AND backend_start = " in page.details["remedy"]
+    assert session_exists(metadata_db, wedge.backend_pid)
+    assert not scheduler_can_lock_pools(metadata_db)
+
+
 def test_live_scheduler_sessions_and_ordinary_sessions_are_never_touched(
     metadata_db: str,
 ) -> None:
-    """A live scheduler's long or short transaction, a reader and a non-scheduler writer survive --heal."""
+    """--heal ends none of: a live scheduler's long transaction (paged for a person), its short one,
+    a reader, a writer of a non-scheduler table (neither reported)."""
     add_scheduler(metadata_db, "old-scheduler", started_ago=600)
     reader = psycopg.connect(metadata_db)  # idle in transaction, AccessShareLock on task_instance
     reader.execute("SELECT count(*) FROM task_instance").fetchall()
@@ -142,7 +169,10 @@ def test_live_scheduler_sessions_and_ordinary_sessions_are_never_touched(
     writer.execute("INSERT INTO log (dttm, event) VALUES (now(), 'ordinary')")
     time.sleep(CLOCK_MARGIN + 0.5)
     live = add_scheduler(metadata_db, "new-scheduler")
-    own = psycopg.connect(metadata_db)  # the live scheduler's own transaction, left idle for long
+    # the live scheduler's own transaction, left idle for long
+    own = psycopg.connect(
+        metadata_db, application_name=application_name("scheduler", live, 77, "new-scheduler")
+    )
     own.execute(POOL_LOCK).fetchall()
     others = [reader, writer, own]
     try:
@@ -150,12 +180,14 @@ def test_live_scheduler_sessions_and_ordinary_sessions_are_never_touched(
         beat(metadata_db, live)
         observation = observe(metadata_db, heal=True)
         _, alerts = evaluate({}, observation, RULES)
-        assert alerts == []
         [seen] = observation.idle_transactions or ()
         assert seen.pid == own.info.backend_pid
         assert not seen.orphaned
         assert seen.heal is None
-        assert "may own it" in seen.verdict
+        assert f"live scheduler job {live}'s own session" in seen.verdict
+        [page] = alerts
+        assert page.dedup_key.split(":")[2:4] == ["scheduler_lock_holder", str(seen.pid)]
+        assert page.details["terminated"] is False
         own.rollback()
 
         short = psycopg.connect(metadata_db)  # a live scheduler's ordinary, short critical section
@@ -179,7 +211,7 @@ def _as_role(url: str, role: str) -> str:
 
 
 def test_heal_refused_is_an_alert_detail_and_hidden_sessions_a_note(
-    metadata_db: str, wedge_factory: Callable[[str], Wedge]
+    metadata_db: str, wedge_factory: WedgeFactory
 ) -> None:
     """A role that may not see or end the session: a note, then a 'refused' heal with its fix — no crash."""
     role = f"watcher_{int(time.time() * 1000) % 10**8}"
@@ -206,7 +238,7 @@ def test_heal_refused_is_an_alert_detail_and_hidden_sessions_a_note(
 
 
 def test_watch_once_heal_from_the_command_line(
-    metadata_db: str, wedge_factory: Callable[[str], Wedge], tmp_path: Path
+    metadata_db: str, wedge_factory: WedgeFactory, tmp_path: Path
 ) -> None:
     """`watch --once --db-url ... --heal` pages the wedge (exit 1) and has ended the session."""
     wedge, _ = crash_and_restart(metadata_db, wedge_factory)

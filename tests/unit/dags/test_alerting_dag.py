@@ -72,7 +72,9 @@ def test_example_file_is_the_canary_the_watchdog_expects() -> None:
     ("kwargs", "message"),
     [
         ({"expect_triggerer": "maybe"}, "expect_triggerer must be one of"),
-        ({"threshold_seconds": 0}, "threshold_seconds and request_timeout must be > 0"),
+        ({"threshold_seconds": 0}, "threshold_seconds = 0 is out of range"),
+        ({"threshold_seconds": float("nan")}, "threshold_seconds = nan is not a finite number"),
+        ({"request_timeout": float("inf")}, "request_timeout = inf is not a finite number"),
         ({"grace": timedelta(seconds=-1)}, "grace must be a non-negative timedelta"),
     ],
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from airflow_crashsafe.component_identity.name import application_name
 from drill import wedge
 from drill.cli import parse_args
 from drill.facts import DrillFacts
@@ -30,6 +31,8 @@ def _fact(**changes: Any) -> WedgeFact:
         locks=["RowShareLock on slot_pool", "RowShareLock on task_instance"],
         advisory_lock=True,
         socket_holders=22,
+        scheduler_pid=3131,
+        backend_application=application_name("scheduler", 1, 3131, "drill-host"),
         tasks=20,
         stuck=20,
         stuck_seconds=118.0,
@@ -38,6 +41,7 @@ def _fact(**changes: Any) -> WedgeFact:
         heal_available=True,
         heal_started_at=T0 + 162,
         page_at=T0 + 170,
+        page_key="scheduler_wedged:4242",
         page_summary="trigger critical: Restarted scheduler blocked by a dead scheduler's open transaction",
         backend_gone_at=T0 + 171,
         recovered_at=T0 + 173,
@@ -89,10 +93,13 @@ def test_healed_wedge_holds_and_reports_both_phases() -> None:
         ({"page_at": None}, "never paged"),
         ({"recovered_at": None, "run_state": None}, "never queued the 20 reset tasks"),
         ({"run_state": "running"}, "did not finish"),
+        ({"backend_application": ""}, "carried no identity of scheduler pid 3131"),
+        ({"backend_application": application_name("scheduler", 1, 999, "drill-host")}, "no identity"),
+        ({"backend_application": application_name("triggerer", 1, 3131, "drill-host")}, "no identity"),
     ],
 )
 def test_crashsafe_phase_failures_break_invariants(changes: dict[str, Any], broken: str) -> None:
-    """No page, no recovery or an unfinished run after healing is a broken invariant (exit 1)."""
+    """No page, no recovery, an unfinished run, a session without the killed scheduler's identity: broken."""
     found = invariants(_facts(_fact(**changes)))
     assert any(broken in line for line in found)
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import subprocess
 import sys
+from urllib.parse import quote
 
 import pytest
 
-from airflow_crashsafe.redaction import DEFAULT_POLICY, MASK, MAX_TEXT, RedactionPolicy, body_fingerprint
+from airflow_crashsafe.redaction import (
+    DEFAULT_POLICY,
+    MASK,
+    MAX_TEXT,
+    RedactionPolicy,
+    auth_secrets,
+    body_fingerprint,
+)
 from airflow_crashsafe.ui.redact import redact
 
 SECRET = "s3cret-value-1"
@@ -139,13 +148,20 @@ def test_the_ui_applies_the_same_policy() -> None:
     }
 
 
-def test_the_policy_imports_without_airflow() -> None:
-    """The module loads and masks with Airflow's copy of the sensitive names when Airflow is absent."""
+@pytest.mark.parametrize(
+    "setup",
+    ["sys.modules['airflow'] = None", "pass"],
+    ids=["airflow absent", "airflow installed, not imported"],
+)
+def test_the_policy_masks_without_importing_airflow(setup: str) -> None:
+    """Without Airflow, or before anything imported it (the watchdog), the policy masks and imports none."""
     code = (
-        "import sys; sys.modules['airflow'] = None\n"
+        f"import sys; {setup}\n"
         "from airflow_crashsafe.redaction import DEFAULT_POLICY\n"
         "assert DEFAULT_POLICY.value({'x-api-key': 'v'}) == {'x-api-key': '***'}\n"
         "assert DEFAULT_POLICY.text('token=abc') == 'token=***'\n"
+        "assert DEFAULT_POLICY.text('Bearer abc https://u:p@h/bot1:AAx/y?a=1').count('***') == 3\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'airflow' and sys.modules[m]]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -163,3 +179,77 @@ def test_a_credential_after_its_scheme_is_known_on_its_own() -> None:
     """An Authorization header's token is scrubbed from text even when quoted without 'Bearer'."""
     policy = DEFAULT_POLICY.knowing({"Authorization": f"Bearer {SECRET}"})
     assert policy.text(f"token {SECRET} expired") == f"token {MASK} expired"
+
+
+def test_basic_and_encoded_credentials_are_masked_in_error_texts() -> None:
+    """Basic credentials in free text, and a base64- or URL-encoded secret pair, leave no trace."""
+    credential = base64.b64encode(b"user:pw").decode()
+    assert DEFAULT_POLICY.text(f"407 from gateway: Basic {credential}") == f"407 from gateway: Basic {MASK}"
+    assert credential not in DEFAULT_POLICY.text(f"Authorization: Basic {credential}")
+    pair = base64.b64encode(f"password={SECRET}".encode()).decode()
+    assert DEFAULT_POLICY.text(f"state={pair}") == f"state={MASK}"
+    encoded = quote(f"client_secret={SECRET}&a=1", safe="")
+    assert quote(SECRET, safe="") not in DEFAULT_POLICY.text(f"body {encoded}")
+
+
+def test_a_known_secret_is_scrubbed_in_its_encoded_forms() -> None:
+    """A payload secret quoted URL-encoded or inside base64 (an echoed Basic header) is masked."""
+    policy = DEFAULT_POLICY.knowing({"password": "p@ss/w0rd+x"})
+    echoed = base64.b64encode(b"svc:p@ss/w0rd+x").decode()
+    assert policy.text(f"got {quote('p@ss/w0rd+x', safe='')} and {echoed}") == f"got {MASK} and {MASK}"
+
+
+def test_the_session_credentials_are_known_secrets() -> None:
+    """auth_secrets gives the login's password and its Basic credential, for a tuple or an auth object."""
+    from requests.auth import HTTPBasicAuth
+
+    expected = {
+        "password": SECRET,
+        "authorization": "Basic " + base64.b64encode(f"svc:{SECRET}".encode()).decode(),
+    }
+    assert auth_secrets(("svc", SECRET)) == expected
+    assert auth_secrets(HTTPBasicAuth("svc", SECRET)) == expected
+    assert auth_secrets(None) == {}
+    policy = DEFAULT_POLICY.knowing(auth_secrets(("svc", SECRET)))
+    assert policy.text(expected["authorization"].split()[1]) == MASK
+
+
+def test_tokens_in_an_endpoint_path_become_known_secrets() -> None:
+    """knowing(urls=...) learns the bot token of /bot<token>/ and the secret query values."""
+    token = "4839574813:AAFD39kkdpWt3ywyRZergyOLMaJhac61qc"
+    policy = DEFAULT_POLICY.knowing(urls=[f"/bot{token}/sendMessage?api_key={SECRET}&page=1"])
+    assert {token, SECRET} <= policy.known_secrets
+    shown = policy.text(f"urllib3: POST /bot{quote(token)}/x")
+    assert MASK in shown
+    assert token not in shown
+    assert quote(token) not in shown
+
+
+def test_opaque_path_segments_count_toward_the_fingerprint_and_credentials_do_not() -> None:
+    """Different random ids in a path differ; a bot token and a plain path add nothing."""
+    policy = RedactionPolicy.of()
+    one = policy.opaque_digest(endpoint="/files/1BxiMVs0XRA5nFMdKvBdBZjgmUUqptlbs74OgvE2upms")
+    other = policy.opaque_digest(endpoint="/files/9ZyxWVu8TSR7qPOnmLKjIhGfEdCbA6543210zyxwvu")
+    assert one is not None
+    assert other not in (None, one)
+    assert policy.opaque_digest(endpoint="/bot4839574813:AAFD39kkdpWt3ywyRZergyOLMaJhac61qc/x") is None
+    assert policy.opaque_digest(endpoint="/api/v2/dags/nightly/dagRuns") is None
+    assert policy.endpoint("/files/1BxiMVs0XRA5nFMdKvBdBZjgmUUqptlbs74OgvE2upms") == "/files/***"
+
+
+def test_every_secret_registered_with_airflows_maskers_is_hidden() -> None:
+    """The task SDK's and the core's masker (the UI's, the CLI's) both hide what was registered with them."""
+    from airflow._shared.secrets_masker import mask_secret as core_mask_secret
+    from airflow._shared.secrets_masker import reset_secrets_masker as core_reset
+    from airflow.sdk._shared.secrets_masker import mask_secret as sdk_mask_secret
+    from airflow.sdk._shared.secrets_masker import reset_secrets_masker as sdk_reset
+
+    try:
+        sdk_mask_secret("registered-in-task-1")
+        core_mask_secret("registered-in-core-2")
+        shown = DEFAULT_POLICY.value({"note": "registered-in-task-1 then registered-in-core-2"})
+        assert shown == {"note": f"{MASK} then {MASK}"}
+        assert redact({"error": "registered-in-core-2"}) == {"error": MASK}
+    finally:
+        sdk_reset()
+        core_reset()

@@ -37,7 +37,13 @@ def test_init_holds_only_arguments_and_declares_template_fields() -> None:
         "parameters",
         "slot_partition",
     }
-    assert set(FencedSQLOperator.template_fields) == {"sql", "target", "parameters", "slot_partition"}
+    assert set(FencedSQLOperator.template_fields) == {
+        "sql",
+        "target",
+        "parameters",
+        "slot_partition",
+        "tables",
+    }
     assert op._crashsafe_runner is None
     op.on_kill()  # nothing running: a no-op
 

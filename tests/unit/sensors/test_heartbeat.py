@@ -42,8 +42,16 @@ def test_sensor_rejects_bad_input_at_parse_time() -> None:
     """A typo in components or a non-positive threshold fails when the DAG is parsed."""
     with pytest.raises(ConfigurationError, match="unknown component 'schedular'"):
         SchedulerHeartbeatSensor(task_id="gate", components=["schedular"])
-    with pytest.raises(ConfigurationError, match="threshold_seconds must be > 0"):
+    with pytest.raises(ConfigurationError, match="threshold_seconds = 0 is out of range"):
         SchedulerHeartbeatSensor(task_id="gate", threshold_seconds=0)
+
+
+@pytest.mark.parametrize("threshold", [float("inf"), float("nan"), "inf", "1e309", 10**9])
+def test_sensor_refuses_a_threshold_that_would_call_any_heartbeat_alive(threshold: object) -> None:
+    """An infinite (or absurd) threshold would let a dead scheduler's stale heartbeat pass the gate."""
+    refused = r"threshold_seconds = .* is (not a finite number|out of range)"
+    with pytest.raises(ConfigurationError, match=refused):
+        SchedulerHeartbeatSensor(task_id="gate", threshold_seconds=threshold)  # type: ignore[arg-type]
 
 
 def test_sensor_defers_checks_of_templated_values() -> None:

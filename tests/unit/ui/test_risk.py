@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -74,6 +75,16 @@ def test_rules_file_mistakes_are_configuration_errors(tmp_path: Path) -> None:
     bad.write_text('[watch]\ndeadline_history = "ten"\n')
     with pytest.raises(ConfigurationError, match="deadline_history"):
         load_rules(str(bad))
+    for key, value in (
+        ("deadline_keep", "nan"),
+        ("deadline_default_duration", "inf"),
+        ("deadline_history", "2.5"),
+    ):
+        bad.write_text(f"[watch]\n{key} = {value}\n")  # a nan keep or duration would silence the page
+        with pytest.raises(
+            ConfigurationError, match=rf"^{re.escape(str(bad))}: \[watch\] {key} = \S+ is not a"
+        ):
+            load_rules(str(bad))
     good = tmp_path / "good.toml"
     good.write_text(
         '[watch]\ndeadline_history = 3\n[[sinks]]\ntype = "log"\n[[deadlines]]\ndag_id = "d"\nat = "06:00"\n'

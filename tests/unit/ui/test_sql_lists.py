@@ -6,8 +6,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from airflow_crashsafe.audit import digest
 from airflow_crashsafe.identity import Attempt, Slot
-from airflow_crashsafe.store import Store, ledger
+from airflow_crashsafe.store import Store, attempts, ledger
 from airflow_crashsafe.ui import queries
 from airflow_crashsafe.ui.access import Reader
 from benchmarks.crash_records import seed_crash
@@ -91,3 +92,19 @@ def test_pending_classification_counts_only_readable_dags(
     everyone = queries.pending_classification(Reader(ui.store, frozenset({"mine", "theirs_a", "theirs_b"})))
     assert 0 < mine < everyone
     assert queries.pending_classification(Reader(ui.store, frozenset())) == 0
+
+
+def test_a_timeline_reads_only_the_runs_of_its_slot(ui: UiHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task with 60 runs: its timeline, by run or by partition, reads that slot's two attempt rows."""
+    crash = seed_crash(ui.store, ["nightly"], tasks=1, partitions=60)
+    digest.refresh(ui.store)  # classified beforehand: the request's own catch-up reads nothing
+    read: list[object] = []
+    real = attempts._from_db
+    monkeypatch.setattr(attempts, "_from_db", lambda values: read.append(values) or real(values))
+    ui.allowed = {"nightly"}
+    part = crash.partitions[17]
+    for query in ({"run_id": f"scheduled__{part}"}, {"partition": part}):
+        read.clear()
+        body = ui.get("/api/timeline", dag_id="nightly", task_id="load_0", **query).json()
+        assert (body["partition"], len(body["executions"])) == (part, 2)
+        assert len(read) == 2, query  # not the task's 120 rows across all its runs

@@ -45,7 +45,7 @@ def healthy() -> dict[str, object]:
         ('[[sinks]]\ntype = "teams"\n', "'type' must be one of"),
         ('[[sinks]]\ntype = "slack"\nurl_env = "CRASHSAFE_TEST_UNSET"\n', "CRASHSAFE_TEST_UNSET"),
         ("[watch]\nintervall = 5\n", "unknown [watch] option"),
-        ('[watch]\ninterval = "soon"\n', "interval must be a number"),
+        ('[watch]\ninterval = "soon"\n', "[watch] interval = 'soon' is not a number"),
         ("[watch\n", "not valid"),
         ('[watch]\ncanary_dag_id = "c"\n', "canary_max_age"),
         ('[[deadlines]]\ndag_id = "nightly"\nat = "06:00"\ntimezone = "UTC"\n', "--api-token-env"),

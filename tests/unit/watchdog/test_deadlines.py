@@ -112,6 +112,18 @@ def test_bad_entries_name_the_entry_and_field(spec: dict[str, Any], needle: str)
     assert needle in str(caught.value)
 
 
+@pytest.mark.parametrize("offset", [float("nan"), float("inf"), -60, 10**12, "99999999d"])
+def test_an_offset_that_is_not_a_finite_number_of_seconds_in_range_is_refused(offset: object) -> None:
+    """`offset = inf` used to crash on a timedelta overflow, nan fell through: both are refused by
+    name, as is an offset past a year (its window would never close), with the file named."""
+    with pytest.raises(ConfigurationError) as caught:
+        parse_deadlines([{"dag_id": "nightly", "cron": "0 0 * * *", "offset": offset}], "/etc/watch.toml")
+    message = str(caught.value)
+    assert message.startswith("/etc/watch.toml: [[deadlines]] entry 1 (dag_id 'nightly'): 'offset'")
+    assert "set it to a number of seconds from 0 to 31536000" in message
+    assert one(cron="0 0 * * *", offset=86400.0).offset == timedelta(days=1)
+
+
 def test_missing_dag_id_and_duplicate_names() -> None:
     """No dag_id, or one name used twice, is a ConfigurationError saying what to do."""
     with pytest.raises(ConfigurationError, match="'dag_id' is required"):

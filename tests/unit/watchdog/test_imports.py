@@ -35,6 +35,8 @@ BLOCKER = textwrap.dedent(
         "airflow_crashsafe.watchdog.db",
         "airflow_crashsafe.watchdog.wedge",
         "airflow_crashsafe.watchdog.pg_sessions",
+        "airflow_crashsafe.watchdog.wedge_alerts",
+        "airflow_crashsafe.component_identity.name",
         "airflow_crashsafe.alerting",
         "airflow_crashsafe.alerting.incidents",
         "airflow_crashsafe.watchdog.rules",
