@@ -83,10 +83,11 @@ def search_folders(roots: Sequence[str], plugins_folder: str | None) -> list[str
 
 
 def repository_roots(folders: Sequence[str]) -> list[str]:
-    """The checkouts the DAG folders sit in (the nearest folder above with ``.git``, ``setup.py``, ...).
+    """The checkouts the DAG folders sit in (the nearest folder above with ``.git``, ``setup.py``, ...)
+    and the folders on ``PYTHONPATH``: where the repository's own packages are.
 
-    Only static analysis looks for modules there (a package the deployment installs from the same
-    repository, ``data_pipeline/`` beside ``dags/``); the import itself keeps Airflow's ``sys.path``.
+    Only static analysis looks for modules in the checkouts (a package the deployment installs from
+    the same repository, ``data_pipeline/`` beside ``dags/``); the import keeps Airflow's ``sys.path``.
     """
     found: list[str] = []
     for folder in folders:
@@ -94,4 +95,5 @@ def repository_roots(folders: Sequence[str]) -> list[str]:
             if any((candidate / marker).exists() for marker in _REPOSITORY_MARKERS):
                 found.append(str(candidate))
                 break
-    return [f for f in dict.fromkeys(found) if f not in folders]
+    found += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p)]
+    return [str(Path(f).resolve()) for f in dict.fromkeys(found) if f not in folders]

@@ -119,18 +119,23 @@ def _report(outcome: Outcome, pool: WorkerPool) -> FileReport | None:
 
 
 def _assemble(reports: list[FileReport]) -> ScanResult:
-    """One result; a DAG id defined by two files is an import error of the second, as in Airflow."""
+    """One result; a DAG id two files define is an import error of the second, as in Airflow.
+
+    Only imported DAGs clash: a file read from its syntax tree keeps its tasks whatever its DAG id
+    (an id filled in at deploy time is often the same placeholder in every file).
+    """
     owner: dict[str, str] = {}
     tasks: list[TaskVerdict] = []
     for report in reports:
-        clashes = sorted({t.dag_id for t in report.tasks if owner.get(t.dag_id, report.file) != report.file})
-        for dag_id in {t.dag_id for t in report.tasks}:
+        imported = {t.dag_id for t in report.tasks if t.analysis == "imported"}
+        clashes = sorted(d for d in imported if owner.get(d, report.file) != report.file)
+        for dag_id in imported:
             owner.setdefault(dag_id, report.file)
         if clashes:
             message = "; ".join(f"DAG id {d!r} is already defined in {owner[d]}" for d in clashes)
             report.status = "import_error" if report.status == "imported" else report.status
             report.error = "; ".join(e for e in (report.error, message) if e)
-            report.tasks = [t for t in report.tasks if t.dag_id not in clashes]
+            report.tasks = [t for t in report.tasks if t.analysis != "imported" or t.dag_id not in clashes]
         tasks += report.tasks
     tasks.sort(key=lambda t: t.dag_id)  # stable: each DAG's tasks in the order Airflow gives them
     return ScanResult(tasks, reports)

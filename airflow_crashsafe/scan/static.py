@@ -8,7 +8,7 @@ the file was read this way.
 
 from __future__ import annotations
 
-from airflow_crashsafe.scan.model import Reason, TaskVerdict
+from airflow_crashsafe.scan.model import Reason, TaskVerdict, worst
 from airflow_crashsafe.scan.rules import classify_task
 from airflow_crashsafe.scan.static_dags import find_tasks
 from airflow_crashsafe.scan.static_module import Roots
@@ -28,10 +28,17 @@ def judge_file(path: str, roots: Roots, why: str) -> list[TaskVerdict]:
     verdicts: list[TaskVerdict] = []
     for f in found:
         here = f.file == str(module.path)
-        line = f.line if here else f.dag.line
-        finding = classify_task(f.task, f.task.dag)
+        line = f.site or (f.line if here else f.dag.line)
+        judged = [(task, classify_task(task, task.dag)) for task in [f.task, *f.alternatives]]
+        verdict = worst(found.verdict for _, found in judged)
+        task, finding = next((t, found) for t, found in judged if found.verdict == verdict)
         reasons = [r.located(f.file, f.line) for r in finding.reasons]
-        note = f.task.class_info.note
+        note = task.class_info.note
+        if f.alternatives:
+            names = " or ".join(t.class_info.written for t in [f.task, *f.alternatives])
+            reasons.append(
+                Reason(f"its operator is {names} (the tree does not say which): the worse verdict")
+            )
         if note:
             reasons.append(Reason(note, file=f.file, line=f.line))
         reasons.append(Reason(f"read from the syntax tree: {why}", file=path, line=line))
@@ -41,7 +48,7 @@ def judge_file(path: str, roots: Roots, why: str) -> list[TaskVerdict]:
                 f.task.task_id,
                 path,
                 line,
-                f.task.class_info.written,
+                task.class_info.written,
                 finding.verdict,
                 finding.category,
                 reasons,

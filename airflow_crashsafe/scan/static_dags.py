@@ -90,6 +90,8 @@ class _Walker:
                 ctx.returns.append(found)
         elif isinstance(stmt, ast.Expr):
             self.expression(stmt.value, ctx)
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):  # in a function body: its own names
+            ctx.note_import(stmt)
 
     def with_(self, stmt: ast.With | ast.AsyncWith, ctx: Ctx) -> None:
         inner = ctx
@@ -168,7 +170,7 @@ class _Walker:
     def callee_kind(self, node: ast.Call, ctx: Ctx) -> str:
         text = ast.unparse(node.func)
         last = text.rsplit(".", 1)[-1]
-        ref = ctx.module.resolve(text) if isinstance(node.func, ast.Name | ast.Attribute) else None
+        ref = ctx.resolve(text) if isinstance(node.func, ast.Name | ast.Attribute) else None
         qual = ref.qualname if ref is not None and ref.kind == "external" else ""
         if last in {"DAG", "TaskGroup"} and (qual.startswith("airflow") or (ref is None and text == last)):
             return "dag" if last == "DAG" else "task_group"
@@ -233,7 +235,7 @@ class _Walker:
         name = ast.unparse(target)
         fn, module = ctx.functions.get(name), ctx.module
         if fn is None:
-            ref = ctx.module.resolve(name)
+            ref = ctx.resolve(name)
             if ref is not None and ref.kind == "function" and ref.module is not None:
                 fn, module = ref.node, ref.module
         if fn is not None:
@@ -263,16 +265,26 @@ class _Walker:
         name = ast.unparse(node.func)
         local = ctx.functions.get(name)
         if local is not None:
-            return self.inline(local, ctx.module, node, ctx)
-        ref = ctx.module.resolve(name)
+            return self.inline(local, ctx.module, node, ctx, nested=True)
+        ref = ctx.resolve(name)
         if ref is not None and ref.kind == "function" and ref.module is not None:
-            return self.inline(ref.node, ref.module, node, ctx)
+            return self.inline(ref.node, ref.module, node, ctx, nested=False)
         return None
 
     def inline(
-        self, fn: ast.FunctionDef | ast.AsyncFunctionDef, module: StaticModule, node: ast.Call, ctx: Ctx
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        module: StaticModule,
+        node: ast.Call,
+        ctx: Ctx,
+        *,
+        nested: bool,
     ) -> Any:
-        """Walk a repository function's body with its arguments bound (a DAG or task factory)."""
+        """Walk a repository function's body with its arguments bound (a DAG or task factory).
+
+        A ``nested`` function (defined in the scope being walked) also sees that scope's names,
+        functions and imports, as its closure does.
+        """
         kind = next((k for k, _, _ in (decorator_kind(d, module) for d in fn.decorator_list) if k), "")
         if kind in {"task", "dag"}:  # a @dag function was walked where it is defined
             return None
@@ -291,7 +303,19 @@ class _Walker:
             if keyword.arg and isinstance(keyword.value, ast.Name) and keyword.value.id in ctx.dags:
                 dags[keyword.arg] = ctx.dags[keyword.value.id]
         returned: list[Any] = []
-        inner = Ctx(module, LocalEnv(names, module), ctx.dag, prefix, ctx.depth + 1, dags, returns=returned)
+        site = ctx.site or node.lineno
+        inner = Ctx(
+            module,
+            LocalEnv(names, ctx.env if nested else module),
+            ctx.dag,
+            prefix,
+            ctx.depth + 1,
+            dags,
+            dict(ctx.functions) if nested else {},
+            returns=returned,
+            site=site,
+            imports=dict(ctx.imports) if nested else {},
+        )
         self.block(fn.body, inner)
         return next((r for r in returned if r is not None), None)
 
@@ -323,6 +347,7 @@ class _Walker:
 def find_tasks(module: StaticModule) -> tuple[list[FoundDag], list[FoundTask]]:
     """The DAGs and tasks ``module`` defines, as far as its syntax tree tells."""
     walker = _Walker(module)
-    walker.block(module.tree.body, Ctx(module, module))
+    # the module's own names in the order its statements bind them (TABLE = "a" ... TABLE = "b")
+    walker.block(module.tree.body, Ctx(module, LocalEnv({}, module)))
     walker.placeholders()
     return walker.dags, walker.maker.finish(walker.dags)

@@ -20,6 +20,7 @@ import functools
 import hashlib
 import importlib.util
 import sys
+import sysconfig
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,9 +58,10 @@ class Ref:
 class Roots:
     """The folders the repository's modules are imported from, and the modules read so far.
 
-    ``folders`` are the ones on ``sys.path`` (their modules always win); ``extra`` are the
-    checkouts around them, searched only for a top-level name nothing installed answers to (a
-    repository's ``airflow/`` folder never hides the installed ``airflow``).
+    ``folders`` are the ones Airflow puts on ``sys.path``; ``extra`` the checkouts around them and
+    ``PYTHONPATH``. A top-level name an installed library answers to is never looked up in them
+    (a repository's ``airflow/`` folder never hides the installed ``airflow``, just as Airflow
+    appends its folders after the installed packages).
     """
 
     def __init__(self, folders: Sequence[str], extra: Sequence[str] = ()) -> None:
@@ -81,7 +83,7 @@ class Roots:
         return self._by_path[resolved]
 
     def _roots_for(self, top: str) -> list[Path]:
-        return self.folders if _installed(top) else [*self.folders, *self.extra]
+        return [] if _installed(top) else [*self.folders, *self.extra]
 
     def find(self, dotted: str) -> StaticModule | None:
         """The repository module ``dotted`` (``common.sql_helpers``), if one is under a root."""
@@ -135,13 +137,28 @@ class Roots:
         return self._classes[key]
 
 
+_LIBRARIES = tuple(
+    str(Path(p).resolve())
+    for key in ("purelib", "platlib", "stdlib")
+    if (p := sysconfig.get_paths().get(key))
+)
+#: Installed here and never the user's code, wherever the checkout puts them on the path.
+_OURS = frozenset({"airflow", "airflow_crashsafe"})
+
+
 @functools.cache
 def _installed(top: str) -> bool:
-    """True when ``top`` is importable from ``sys.path`` (an installed package, a DAGs-folder module)."""
+    """True when ``top`` is an installed library (site-packages, the standard library, or ours)."""
+    if top in _OURS or top in sys.builtin_module_names:
+        return True
     try:
-        return importlib.util.find_spec(top) is not None
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return False
+    if spec is None:
+        return False
+    places = [spec.origin, *(spec.submodule_search_locations or [])]
+    return any(p and str(Path(p).resolve()).startswith(_LIBRARIES) for p in places)
 
 
 def member(ref: Ref | None, name: str) -> Ref | None:
@@ -193,7 +210,8 @@ class StaticModule:
             self.ambiguous.add(name)
         self.bindings[name] = node
 
-    def _import_from(self, stmt: ast.ImportFrom) -> str:
+    def import_base(self, stmt: ast.ImportFrom) -> str:
+        """The module an ``import from`` statement names, relative imports resolved."""
         if not stmt.level:
             return stmt.module or ""
         package = self.dotted.split(".") if self.dotted else []
@@ -208,7 +226,7 @@ class StaticModule:
                 local = alias.asname or alias.name.split(".")[0]
                 self.imports.setdefault(local, alias.name if alias.asname else local)
         elif isinstance(stmt, ast.ImportFrom):
-            base = self._import_from(stmt)
+            base = self.import_base(stmt)
             for alias in stmt.names:
                 if alias.name == "*":
                     self.star.append(base)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_crashsafe.scan.static_module import StaticModule
+from airflow_crashsafe.scan.static_module import Ref, StaticModule
 from airflow_crashsafe.scan.static_task import StaticTask, template_dag
 from airflow_crashsafe.scan.static_values import Env, LocalEnv, Unresolved, bind_arguments
 
@@ -44,6 +44,10 @@ class FoundTask:
     dag: FoundDag
     line: int
     file: str
+    #: The line in the DAG file of the factory call that made it (None: made in the DAG file itself).
+    site: int | None = None
+    #: The same task read as each other class its operator name may be (judged too; the worst wins).
+    alternatives: list[StaticTask] = field(default_factory=list)
 
 
 @dataclass
@@ -59,9 +63,32 @@ class Ctx:
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
     #: What the function being followed returns (its ``return`` statements' DAGs and tasks).
     returns: list[Any] | None = None
+    #: The line of the call in the DAG file that led into the function being followed.
+    site: int | None = None
+    #: Names a function imports in its own body (``from dataverk_airflow import python_operator``).
+    imports: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, dotted: str) -> Ref | None:
+        """What ``dotted`` refers to here: a name this function imports, else the module's."""
+        head, _, rest = dotted.partition(".")
+        if head in self.imports:
+            return self.module.roots.qualified(".".join(p for p in (self.imports[head], rest) if p))
+        return self.module.resolve(dotted)
+
+    def note_import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        """Record an import statement met in a function body."""
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.imports[local] = alias.name if alias.asname else local
+            return
+        base = self.module.import_base(stmt)
+        for alias in stmt.names:
+            if alias.name != "*":
+                self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
 
     def with_env(self, names: dict[str, Any]) -> Ctx:
-        return replace(self, env=LocalEnv(names, self.env), dags=dict(self.dags))
+        return replace(self, env=LocalEnv(names, self.env), dags=dict(self.dags), imports=dict(self.imports))
 
 
 def decorator_kind(dec: ast.expr, module: StaticModule) -> tuple[str, str, ast.Call | None]:

@@ -12,13 +12,14 @@ DAG's ``default_args`` go under the call's own arguments, and an argument rename
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from typing import Any
 
 from airflow_crashsafe.scan.static_classes import ClassInfo, decorated_class, external_class, stand_in
-from airflow_crashsafe.scan.static_module import StaticModule
+from airflow_crashsafe.scan.static_module import Ref, StaticModule
 from airflow_crashsafe.scan.static_scope import Ctx, FoundDag, FoundTask, decorator_kind, kw
 from airflow_crashsafe.scan.static_task import StaticTask
-from airflow_crashsafe.scan.static_values import Unresolved, evaluate, id_text
+from airflow_crashsafe.scan.static_values import Unresolved, evaluate, has_unresolved, id_text
 
 __all__ = ["TaskMaker"]
 
@@ -69,7 +70,7 @@ class TaskMaker:
         local = ctx.functions.get(name)
         if local is not None:
             return ctx.module.function(local)
-        ref = ctx.module.resolve(name)
+        ref = ctx.resolve(name)
         if ref is not None and ref.kind in {"function", "method"} and ref.module is not None:
             return ref.module.function(ref.node, ref.qualname)
         return None
@@ -78,9 +79,10 @@ class TaskMaker:
         self, name: str, node: ast.Call, ctx: Ctx, replay: Replay, expand: ast.Call | None
     ) -> FoundTask | None:
         """The task an operator call makes (None when ``name`` is no operator or no id is given)."""
-        info = self.operator(name, node, ctx)
-        if info is None:
-            return None
+        infos = self.operator(name, node, ctx)
+        if not infos:
+            return self.library_factory(name, node, ctx, replay)
+        info = infos[0]
         arguments, opened = self.arguments(node, ctx)
         mapped: Mapped | None = None
         if expand is not None:
@@ -91,26 +93,58 @@ class TaskMaker:
         if id_node is None and not opened:
             return None
         task_id = ctx.prefix + (id_text(id_node, ctx.env) if id_node is not None else "{task_id}")
-        return self.add(task_id, info, arguments, opened, node, ctx, replay, mapped)
+        return self.add(task_id, info, arguments, opened, node, ctx, replay, mapped, alternatives=infos[1:])
 
-    def operator(self, name: str, node: ast.Call, ctx: Ctx) -> ClassInfo | None:
+    def library_factory(self, name: str, node: ast.Call, ctx: Ctx, replay: Replay) -> FoundTask | None:
+        """A library's function given ``dag=`` a DAG and an id (``task_id=`` or ``name=``): an unknown task.
+
+        What the function makes is not in the repository, so the task is named and left unknown.
+        """
+        target = kw(node, "dag")
+        id_node = kw(node, "task_id") or kw(node, "name")
+        if not (isinstance(target, ast.Name) and target.id in ctx.dags) or id_node is None:
+            return None
+        ref = ctx.resolve(name)
+        if ref is None or ref.kind != "external":
+            return None
+        why = f"{ref.qualname}(dag=..., ...) makes a task in a library, whose code the scan does not read"
+        info = ClassInfo(stand_in(name.rsplit(".", 1)[-1], "", why), ref.qualname)
+        task_id = ctx.prefix + id_text(id_node, ctx.env)
+        return self.add(task_id, info, {}, "", node, ctx, replay, None, defaults=False)
+
+    def operator(self, name: str, node: ast.Call, ctx: Ctx) -> list[ClassInfo]:
+        """The operator classes ``name`` may be (several: ``Op = A if cond else B`` with ``cond`` unknown)."""
         last = name.rsplit(".", 1)[-1]
         named = any(k.arg == "task_id" or k.arg is None for k in node.keywords)
         if not named and not last.endswith(("Operator", "Sensor", "SensorAsync")):
-            return None
-        ref = ctx.module.resolve(name)
-        if ref is None:
-            return None
+            return []
+        infos = self.classes(ctx.resolve(name), ctx, 0)
+        return [i for i in infos if "BaseOperator" in {c.__name__ for c in i.cls.__mro__}]
+
+    def classes(self, ref: Ref | None, ctx: Ctx, depth: int) -> list[ClassInfo]:
+        """The classes a reference may stand for: a class, an installed name, or an alias of either."""
+        if ref is None or depth > 4:
+            return []
         if ref.kind == "class" and ref.module is not None:
-            cls = ctx.module.roots.class_of(ref)
             written = f"{ref.module.dotted or ref.module.path.stem}.{ref.node.name}"
-            info = ClassInfo(cls, written)
-        elif ref.kind == "external":
-            info = external_class(ref.qualname, ctx.module.roots.is_repo)
+            return [ClassInfo(ctx.module.roots.class_of(ref), written)]
+        if ref.kind == "external":
+            return [external_class(ref.qualname, ctx.module.roots.is_repo)]
+        if ref.kind != "value" or ref.module is None:
+            return []
+        node, module = ref.node, ref.module
+        if isinstance(node, ast.IfExp):
+            test = evaluate(node.test, module)
+            branches = (
+                [node.body, node.orelse] if has_unresolved(test) else [node.body if test else node.orelse]
+            )
         else:
-            return None
-        names = {c.__name__ for c in info.cls.__mro__}
-        return info if "BaseOperator" in names else None
+            branches = [node]
+        out: list[ClassInfo] = []
+        for branch in branches:
+            if isinstance(branch, ast.Name | ast.Attribute):
+                out += self.classes(module.resolve(ast.unparse(branch)), ctx, depth + 1)
+        return out
 
     def taskflow(
         self,
@@ -161,21 +195,23 @@ class TaskMaker:
         mapped: Mapped | None,
         *,
         unique: bool = False,
+        defaults: bool = True,
+        alternatives: Sequence[ClassInfo] = (),
     ) -> FoundTask | None:
         dag = ctx.dag
         arguments.pop("dag", None)
         target = kw(node, "dag")
         if isinstance(target, ast.Name) and target.id in ctx.dags:
             dag = ctx.dags[target.id]
-        for old, new in info.arguments.items():
+        for old, new in [*info.arguments.items(), *(a for i in alternatives for a in i.arguments.items())]:
             if old in arguments and new not in arguments:
                 arguments[new] = arguments[old]
         holder = dag or FoundDag("", node.lineno, {}, str(self.root.path))
-        defaults = holder.default_args
-        if isinstance(defaults, dict):
-            arguments = {**{k: v for k, v in defaults.items() if k not in {"dag"}}, **arguments}
-        elif isinstance(defaults, Unresolved):
-            opened = opened or f"default_args={defaults.text}"
+        given = holder.default_args if defaults else {}
+        if isinstance(given, dict):
+            arguments = {**{k: v for k, v in given.items() if k not in {"dag"}}, **arguments}
+        elif isinstance(given, Unresolved):
+            opened = opened or f"default_args={given.text}"
         if mapped is not None:
             mapped = ({**arguments, **mapped[0]}, mapped[1])
         if unique:
@@ -183,16 +219,19 @@ class TaskMaker:
         key = (holder.dag_id, task_id)
         if key in self._seen and dag is not None:  # the same task again (a branch, a loop): the first
             return self._seen[key]
-        task = StaticTask(
-            task_id=task_id,
-            info=info,
-            arguments=arguments,
-            dag=None,
-            open_arguments=opened,
-            mapped=mapped,
-            replay_safe=replay,
-        )
-        found = FoundTask(task, holder, node.lineno, str(ctx.module.path))
+        tasks = [
+            StaticTask(
+                task_id=task_id,
+                info=one,
+                arguments=arguments,
+                dag=None,
+                open_arguments=opened,
+                mapped=mapped,
+                replay_safe=replay,
+            )
+            for one in [info, *alternatives]
+        ]
+        found = FoundTask(tasks[0], holder, node.lineno, str(ctx.module.path), ctx.site, tasks[1:])
         self._seen[key] = found
         (self.tasks if dag is not None else self._loose).append(found)
         return found
@@ -209,7 +248,9 @@ class TaskMaker:
             "does not show what it makes"
         )
         info = ClassInfo(stand_in(callee, "", why), ast.unparse(call.func))
-        return self.add(f"{ctx.prefix}{{{name}}}", info, {}, "", call, ctx, (False, None), None)
+        return self.add(
+            f"{ctx.prefix}{{{name}}}", info, {}, "", call, ctx, (False, None), None, defaults=False
+        )
 
     def unique(self, dag_id: str, task_id: str) -> str:
         if (dag_id, task_id) not in self._seen:
@@ -227,5 +268,6 @@ class TaskMaker:
                 found.dag = fallback
                 self.tasks.append(found)
         for found in self.tasks:
-            found.task.__dict__["dag"] = found.dag.template_dag
+            for task in [found.task, *found.alternatives]:
+                task.__dict__["dag"] = found.dag.template_dag
         return self.tasks

@@ -272,6 +272,8 @@ def _binop(node: ast.BinOp, env: Env, depth: int) -> Any:
         return ops[type(node.op)](left, right)
     if isinstance(node.op, ast.Mod) and isinstance(left, str) and not has_unresolved(right):
         return left % right
+    if isinstance(node.op, ast.BitOr) and isinstance(left, dict) and isinstance(right, dict):
+        return {**left, **right}
     if isinstance(node.op, ast.Div) and isinstance(left, PurePath) and isinstance(right, str | PurePath):
         return left / right
     return Unresolved(_text(node))
