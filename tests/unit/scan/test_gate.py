@@ -167,3 +167,15 @@ def test_plugins_folder_is_on_the_path_and_airflowignore_is_honoured(
     assert [Path(f["file"]).name for f in out["files"]] == ["uses_plugin.py"]
     assert out["tasks"][0]["verdict"] == "risky"
     assert out["tasks"][0]["analysis"] == "imported"
+
+
+def test_static_dag_ids_never_clash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two files read statically with one placeholder DAG id keep all their tasks (imports would clash)."""
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text(
+            "from airflow.sdk import DAG\nfrom airflow.operators.dummy import DummyOperator\n"
+            f'with DAG("PLACEHOLDER", schedule=None):\n    DummyOperator(task_id="start_{name}")\n'
+        )
+    main(["scan", str(tmp_path), "--format", "json", "--fail-on", "never"])
+    out = json.loads(capsys.readouterr().out)
+    assert sorted(t["task_id"] for t in out["tasks"]) == ["start_a", "start_b"]

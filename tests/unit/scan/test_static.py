@@ -372,6 +372,101 @@ def test_repository_roots_never_hide_installed_packages(tmp_path: Path) -> None:
     assert not roots.is_repo("airflow")
 
 
+def test_names_in_statement_order_local_imports_and_library_factories(repo: Path) -> None:
+    """A constant rebound between tasks, a function's own import, a library factory given dag=."""
+    out = judge(
+        repo,
+        """
+from airflow import DAG
+from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
+
+def make(task_id, table):
+    return SQLExecuteQueryOperator(task_id=task_id, conn_id="pg", sql=f"INSERT INTO {table} SELECT 1")
+
+def remote(name):
+    from vendor_airflow import pod_task
+    return pod_task(dag=dag, name=name, image="etl:1")
+
+with DAG("d", schedule=None) as dag:
+    SOURCE = "orders"
+    make(f"load_{SOURCE}", SOURCE)
+    SOURCE = "users"
+    make(f"load_{SOURCE}", SOURCE)
+    remote("sync_users")
+""",
+    )
+    assert set(out) == {"d.load_orders", "d.load_users", "d.sync_users"}
+    assert "users" in out["d.load_users"].reasons[0].evidence
+    assert out["d.load_users"].line == 16  # the factory's call in the DAG file
+    sync = out["d.sync_users"]
+    assert (sync.verdict, sync.category) == ("unknown", "unknown_operator")
+    assert "vendor_airflow.pod_task" in sync.reasons[0].why
+
+
+def test_an_operator_alias_chosen_at_run_time_is_judged_as_the_worse(repo: Path) -> None:
+    """``Op = Quiet if ENV == "dev" else Loud`` with ENV unknown: judged as both, the worse verdict wins."""
+    (repo / "plugins" / "messages.py").write_text(
+        "import os, requests\nfrom airflow.models.baseoperator import BaseOperator\n"
+        "class LogMessage(BaseOperator):\n    def execute(self, context):\n        return None\n"
+        "class ChatMessage(BaseOperator):\n    def execute(self, context):\n"
+        "        requests.post('https://chat.example/hook', json={})\n"
+        "ENV = os.environ.get('ENV', 'prod')\n"
+        "MessageOperator = LogMessage if ENV == 'dev' else ChatMessage\n"
+    )
+    out = judge(
+        repo,
+        HEADER
+        + """
+from messages import MessageOperator
+with DAG("d", schedule=None, default_args={"owner": "x"} | {"retries": 1}):
+    MessageOperator(task_id="hello")
+""",
+    )
+    hello = out["d.hello"]
+    assert (hello.verdict, hello.category) == ("risky", "http_mutating")
+    assert hello.operator == "messages.ChatMessage"
+    assert any("LogMessage or messages.ChatMessage" in r.why for r in hello.reasons)
+
+
+def test_nested_task_groups_of_a_dag_function(repo: Path) -> None:
+    """@task and @task_group functions defined in a @dag function see each other, as closures do."""
+    out = judge(
+        repo,
+        """
+from airflow.sdk import dag, task, task_group
+
+@dag(schedule=None)
+def harvest():
+    @task()
+    def fetch(n):
+        return n
+
+    @task_group()
+    def all_sources(n):
+        fetch(n)
+        fetch(n)
+
+    first = fetch(0)
+    all_sources(first)
+
+harvest()
+""",
+    )
+    assert set(out) == {"harvest.fetch", "harvest.all_sources.fetch", "harvest.all_sources.fetch__1"}
+
+
+def test_pythonpath_folders_hold_the_repositorys_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package on PYTHONPATH (the deployment's own code) is read from its tree, never imported."""
+    lib = tmp_path / "lib"
+    (lib / "team_lib").mkdir(parents=True)
+    (tmp_path / "dags").mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    roots = Roots([str(tmp_path / "dags")], repository_roots([str(tmp_path / "dags")]))
+    assert roots.is_repo("team_lib")
+
+
 def test_static_analysis_runs_nothing_of_the_file(repo: Path) -> None:
     """Top-level code, decorators and default values of a statically read file never run."""
     marker = repo / "ran"
