@@ -28,17 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from airflow_crashsafe.scan.static_classes import external_class, mirror, stand_in
-from airflow_crashsafe.scan.static_functions import compile_function
+from airflow_crashsafe.scan.static_functions import Globals, ModuleProxy, bind_arguments, compile_function
 from airflow_crashsafe.scan.static_values import (
     RETURNS_ATTR,
     LocalEnv,
     Unresolved,
-    bind_arguments,
     evaluate,
     has_unresolved,
 )
 
-__all__ = ["Globals", "Ref", "Roots", "StaticModule"]
+__all__ = ["Ref", "Roots", "StaticModule"]
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
@@ -315,7 +314,7 @@ class StaticModule:
     def proxy(self) -> types.ModuleType:
         """This module as a module object (registered, so the rules see it is the user's code)."""
         if self._proxy is None:
-            self._proxy = _Proxy(self)
+            self._proxy = ModuleProxy(self)
             sys.modules[self.name] = self._proxy
         return self._proxy
 
@@ -402,34 +401,3 @@ def _is_real(cls: type) -> bool:
     """True for an installed class (not a mirror or stand-in made by the scan)."""
     module = sys.modules.get(cls.__module__)
     return module is not None and getattr(module, cls.__name__, None) is cls
-
-
-class Globals(dict[str, Any]):
-    """A static function's globals: every lookup is answered from the module's syntax tree."""
-
-    def __init__(self, module: StaticModule) -> None:
-        super().__init__(__name__=module.name, __file__=str(module.path))
-        self._module = module
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if dict.__contains__(self, key):
-            return dict.__getitem__(self, key)
-        found = self._module.runtime_value(str(key))
-        return default if found is None else found
-
-
-class _Proxy(types.ModuleType):
-    """A repository module as the rules see it: attributes resolved from its syntax tree on use."""
-
-    def __init__(self, module: StaticModule) -> None:
-        super().__init__(module.name)
-        self.__file__ = str(module.path)
-        self._static = module
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        found = self._static.runtime_value(name)
-        if found is None:
-            raise AttributeError(name)
-        return found

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from airflow_crashsafe.scan.static_functions import bind_arguments
 from airflow_crashsafe.scan.static_module import Ref, StaticModule
 from airflow_crashsafe.scan.static_task import StaticTask, template_dag
-from airflow_crashsafe.scan.static_values import Env, LocalEnv, Unresolved, bind_arguments
+from airflow_crashsafe.scan.static_values import Env, LocalEnv, Unresolved
 
 __all__ = ["Ctx", "FoundDag", "FoundTask", "bind", "bind_call", "decorator_kind", "kw"]
 

@@ -22,7 +22,6 @@ __all__ = [
     "Env",
     "LocalEnv",
     "Unresolved",
-    "bind_arguments",
     "evaluate",
     "has_unresolved",
     "id_text",
@@ -386,25 +385,3 @@ def _method(node: ast.Call, env: Env, depth: int, args: list[Any], kwargs: dict[
     if isinstance(base, PurePath) and attr == "joinpath":
         return base.joinpath(*args)
     return Unresolved(_text(node))
-
-
-def bind_arguments(
-    spec: ast.arguments, args: list[Any], kwargs: dict[str, Any], defaults: Env
-) -> dict[str, Any]:
-    """A function's parameter names bound to already evaluated arguments (defaults read in ``defaults``)."""
-    params = [a.arg for a in [*spec.posonlyargs, *spec.args]]
-    names: dict[str, Any] = {}
-    for name, default in zip(params[len(params) - len(spec.defaults) :], spec.defaults, strict=True):
-        names[name] = evaluate(default, defaults)
-    for a, kw_default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
-        names[a.arg] = evaluate(kw_default, defaults) if kw_default is not None else Unresolved(a.arg)
-    names.update(zip(params, args, strict=False))
-    if spec.vararg is not None:
-        names[spec.vararg.arg] = tuple(args[len(params) :])
-    accepted = {*params, *(a.arg for a in spec.kwonlyargs)}
-    names.update({k: v for k, v in kwargs.items() if k in accepted})
-    if spec.kwarg is not None:
-        names[spec.kwarg.arg] = {k: v for k, v in kwargs.items() if k not in accepted}
-    for name in accepted:
-        names.setdefault(name, Unresolved(name))
-    return names
