@@ -1,10 +1,13 @@
 """The scan: which tasks are unsafe to run twice, found before a crash does (docs/scan.md).
 
-``airflow-crashsafe scan`` loads DAG files with Airflow's DagBag (nothing runs) and judges each
-task: :mod:`.rules` by operator kind, :mod:`.sql` (statements, with sqlglot), :mod:`.python_code`
-with :mod:`.calls`, :mod:`.call_names` and :mod:`.exprs` (callables' source), :mod:`.bash`;
-:mod:`.loader` ties them together and :mod:`.render` writes text, JSON or SARIF. The cluster
-policy (:mod:`airflow_crashsafe.policy`) uses the same rules at parse time.
+``airflow-crashsafe scan`` imports each DAG file as Airflow's parser does, in a worker process
+with a time limit (:mod:`.loader`, :mod:`.files`, :mod:`.isolation`, :mod:`.worker`; no task
+runs), and judges each task: :mod:`.rules` by operator kind, :mod:`.sql` (statements, with
+sqlglot), :mod:`.python_code` with :mod:`.calls`, :mod:`.call_names` and :mod:`.exprs`
+(callables' source), :mod:`.bash`. A file that does not import is judged from its syntax tree by
+the same rules (:mod:`.static` and the ``static_*`` modules, :mod:`.airflow2` for Airflow 2
+import paths); :mod:`.render` writes text, JSON or SARIF (:mod:`.categories`). The cluster policy
+(:mod:`airflow_crashsafe.policy`) uses the same rules at parse time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""``airflow-crashsafe scan``: the report, and the exit code CI gates on (``--fail-on``)."""
+"""``airflow-crashsafe scan``: the report, and the exit code CI gates on (``--fail-on``).
+
+Exit codes: 0 when the report holds nothing ``--fail-on`` names; 1 when it does — with ``risky``
+(the default) a risky task or a DAG file that did not import, crashed or timed out (the gate fails
+closed on what it could not judge), with ``unknown`` also an unknown task; never with ``never``;
+2 for a usage error (a path that does not exist, a bad option).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.scan.render import FORMATS
 
@@ -17,11 +23,23 @@ if TYPE_CHECKING:
 __all__ = ["DESCRIPTION", "add_arguments", "exit_code", "run"]
 
 DESCRIPTION = (
-    "Load DAG files as Airflow does (a DagBag, no task executed) and give every task a verdict: "
-    "protected, safe, risky (a re-run changes the outside world again) or unknown, with the reasons "
-    "and the fix. See docs/scan.md."
+    "Import DAG files as Airflow's parser does (each in a worker process with a time limit; the "
+    "files' top-level code runs, no task is executed) and give every task a verdict: protected, "
+    "safe, risky (a re-run changes the outside world again) or unknown, with the reasons and the "
+    "fix. A file that does not import is read from its syntax tree. Exit 1 when a task is risky or "
+    "a file could not be imported (--fail-on risky, the default). See docs/scan.md."
 )
 FAIL_ON = ("risky", "unknown", "never")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("give a number of seconds greater than 0")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +51,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fail-on",
         choices=FAIL_ON,
         default="risky",
-        help="exit 1 when a task is risky (default), risky or unknown, or never",
+        help="exit 1 when a task is risky or a file could not be imported (default), also when a task "
+        "is unknown, or never",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive,
+        default=None,
+        metavar="SECONDS",
+        help="how long importing one file, and then judging it, may each take before its process is "
+        "stopped (default: [core] dagbag_import_timeout, 30)",
+    )
+    parser.add_argument(
+        "--plugins-folder",
+        default=None,
+        metavar="PATH",
+        help="put this folder on sys.path for the DAG files' imports, as Airflow does with its plugins "
+        "folder (default: [core] plugins_folder)",
     )
     parser.add_argument(
         "--record",
@@ -42,11 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def exit_code(summary: dict[str, int], fail_on: str) -> int:
-    """1 when the report holds what ``fail_on`` names, else 0."""
+def exit_code(summary: dict[str, Any], fail_on: str) -> int:
+    """1 when the report holds what ``fail_on`` names (files that did not import count), else 0."""
     if fail_on == "never":
         return 0
-    bad = summary["risky"] + (summary["unknown"] if fail_on == "unknown" else 0)
+    bad = summary["risky"] + summary["import_errors"] + (summary["unknown"] if fail_on == "unknown" else 0)
     return 1 if bad else 0
 
 
@@ -70,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from airflow_crashsafe.scan.render import render
 
     with _stdout_to_stderr():
-        result = scan_paths(args.paths or None)
+        result = scan_paths(args.paths or None, timeout=args.timeout, plugins_folder=args.plugins_folder)
     print(render(result, args.format))
     if args.record:
         _record(result)

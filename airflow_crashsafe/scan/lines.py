@@ -2,7 +2,8 @@
 
 Airflow does not record the line a task was defined on, so the scan reads the file's syntax tree:
 a literal ``task_id="x"`` gives its line, an f-string ``task_id=f"load_{region}"`` a pattern, a
-decorated function its ``def`` line. The same index names the tasks of a file that fails to import.
+decorated function its ``def`` line, and a DAG its line (where a task without one is pointed at).
+The same index names the tasks of a file whose syntax tree static analysis cannot use.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class FileIndex:
     patterns: list[tuple[re.Pattern[str], int]] = field(default_factory=list)
     functions: dict[str, int] = field(default_factory=dict)
     dag_ids: list[tuple[str, int]] = field(default_factory=list)
+    #: The first ``DAG(...)`` call or ``@dag`` function, whatever its id is written as.
+    first_dag: int | None = None
 
     def line_of(self, task_id: str) -> int | None:
         base = task_id.rsplit(".", 1)[-1]  # a task group prefix
@@ -34,6 +37,13 @@ class FileIndex:
                 return line
         stem = re.sub(r"__\d+$", "", base)  # a TaskFlow task called twice: name__1
         return self.functions.get(stem)
+
+    def dag_line(self, dag_id: str) -> int | None:
+        """The line that defines ``dag_id``, else the file's first DAG definition (None: none found)."""
+        for name, line in self.dag_ids:
+            if name == dag_id:
+                return line
+        return self.dag_ids[0][1] if self.dag_ids else self.first_dag
 
     def task_ids(self) -> list[tuple[str, int]]:
         """Every task id written literally, and each TaskFlow function, for a file that fails to import."""
@@ -74,6 +84,8 @@ def index_file(path: str) -> FileIndex:
                 elif kw.arg == "dag_id" and isinstance(kw.value, ast.Constant):
                     index.dag_ids.append((str(kw.value.value), node.lineno))
             func = ast.unparse(node.func)
+            if func.rsplit(".", 1)[-1] == "DAG":
+                index.first_dag = min(index.first_dag or node.lineno, node.lineno)
             if func in {"DAG", "models.DAG"} and node.args and isinstance(node.args[0], ast.Constant):
                 index.dag_ids.append((str(node.args[0].value), node.lineno))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -84,4 +96,5 @@ def index_file(path: str) -> FileIndex:
                 for d in node.decorator_list
             ):
                 index.dag_ids.append((node.name, node.lineno))
+                index.first_dag = min(index.first_dag or node.lineno, node.lineno)
     return index

@@ -1,45 +1,53 @@
-"""Load DAG files as Airflow does (a DagBag, no task executed) and judge every task.
+"""Scan DAG files and folders: each file imported in a worker process, every task judged.
 
-A file that fails to import is still reported: its import error, and each task its syntax tree
-names, ``unknown`` with the error as the reason (one line for the whole file when no task can be
-named).
+Files are listed as Airflow lists them (:mod:`.files`) and handed to a pool of worker processes
+(:mod:`.isolation`) that import each one as Airflow's parser does — it runs the file's top-level
+code — and judge its tasks (:mod:`.worker`). A file that fails to import, ends its process or
+runs past the time limit is reported with why, and its tasks are still judged from its syntax
+tree (:mod:`.static`); when even that fails, each task it names literally is ``unknown``.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from airflow_crashsafe.errors import ConfigurationError
-from airflow_crashsafe.scan.lines import index_file
-from airflow_crashsafe.scan.model import Reason, TaskVerdict
-from airflow_crashsafe.scan.rules import classify_task, operator_path
+from airflow_crashsafe.scan.files import dag_files, default_timeout, repository_roots, search_folders
+from airflow_crashsafe.scan.isolation import Outcome, WorkerPool, default_workers
+from airflow_crashsafe.scan.model import FILE_STATUSES, FileReport, TaskVerdict
+from airflow_crashsafe.scan.worker import FileJudge, judge, unjudged
 
-__all__ = ["ScanResult", "scan_paths"]
-
-FIX_IMPORT = "make the file import where the scan runs (install the provider it needs), then scan again"
+__all__ = ["ScanResult", "judge", "scan_paths"]
 
 
 class ScanResult:
-    """Every task's verdict and every file that failed to import."""
+    """Every task's verdict, and every file's outcome (the ones that did not import among them)."""
 
-    def __init__(self, tasks: list[TaskVerdict], import_errors: list[dict[str, Any]]) -> None:
+    def __init__(self, tasks: list[TaskVerdict], files: list[FileReport] | None = None) -> None:
         self.tasks = tasks
-        self.import_errors = import_errors
+        self.files = files or []
+
+    @property
+    def import_errors(self) -> list[dict[str, Any]]:
+        """The files that did not import, crashed or timed out, each with its status and error."""
+        return [{"file": f.file, "error": f.error, "status": f.status} for f in self.files if f.failed]
 
     def summary(self) -> dict[str, Any]:
         counts = dict.fromkeys(("protected", "safe", "risky", "unknown"), 0)
         for t in self.tasks:
             counts[t.verdict] += 1
+        statuses = dict.fromkeys(FILE_STATUSES, 0)
+        for f in self.files:
+            statuses[f.status] += 1
         return {
             "tasks": len(self.tasks),
             "dags": len({t.dag_id for t in self.tasks}),
             **counts,
             "import_errors": len(self.import_errors),
+            "files": len(self.files),
+            "file_status": statuses,
+            "static": sum(1 for t in self.tasks if t.analysis == "static"),
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -47,6 +55,7 @@ class ScanResult:
             "tasks": [t.as_dict() for t in self.tasks],
             "summary": self.summary(),
             "import_errors": self.import_errors,
+            "files": [f.as_dict() for f in self.files],
         }
 
 
@@ -56,85 +65,77 @@ def _default_paths() -> list[str]:
     return [conf.get("core", "dags_folder")]
 
 
-def _bags(paths: Sequence[str]) -> Iterator[tuple[str, Any]]:
-    from airflow.dag_processing.dagbag import DagBag
+def _preload() -> None:
+    """What every worker needs, imported once before the workers are forked from this process."""
+    import airflow.dag_processing.dagbag
+    import airflow.sdk  # noqa: F401
 
-    for path in paths:
-        if not os.path.exists(path):
-            raise ConfigurationError(f"scan: {path} does not exist; give a DAG file or folder.")
-        folder = str(Path(path).resolve() if os.path.isdir(path) else Path(path).resolve().parent)
-        if folder not in sys.path:  # Airflow puts the DAGs folder on sys.path for the files' own imports
-            sys.path.append(folder)
-        yield path, DagBag(dag_folder=path)
+    import airflow_crashsafe.scan.static  # noqa: F401
 
 
-def _error_line(message: str) -> str:
-    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else message
-
-
-def _failed_file(path: str, message: str) -> list[TaskVerdict]:
-    index = index_file(path)
-    dag_id = index.dag_ids[0][0] if index.dag_ids else Path(path).stem
-    reason = Reason(f"the file does not import: {_error_line(message)}", file=path)
-    named = index.task_ids() or [("*", index.dag_ids[0][1] if index.dag_ids else 1)]
-    return [
-        TaskVerdict(dag_id, task_id, path, line, "?", "unknown", "import_error", [reason], FIX_IMPORT)
-        for task_id, line in named
-    ]
-
-
-def _resolve(root: str, rel: str) -> str:
-    candidate = Path(rel)
-    if candidate.is_absolute() or candidate.exists():
-        return str(candidate)
-    base = Path(root)
-    return str((base if base.is_dir() else base.parent) / rel)
-
-
-def scan_paths(paths: Sequence[str] | None = None) -> ScanResult:
+def scan_paths(
+    paths: Sequence[str] | None = None,
+    *,
+    timeout: float | None = None,
+    plugins_folder: str | None = None,
+    workers: int | None = None,
+) -> ScanResult:
     """Scan DAG files and folders (default ``[core] dags_folder``).
 
-    Warnings the DAG files raise while they load (deprecations in their imports) are theirs, not
-    the scan's: they are kept out of the caller's warning filters.
+    ``timeout``: seconds each phase of one file (its import, its judging) may take (default
+    ``[core] dagbag_import_timeout``); ``plugins_folder`` (default ``[core] plugins_folder``)
+    goes on ``sys.path`` with the DAGs' folders; ``workers``: processes (default: one per CPU).
+    Warnings the scan's own imports raise are kept out of the caller's warning filters.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _scan(paths)
+        files = dag_files(list(paths) if paths else _default_paths())
+        limit = default_timeout() if timeout is None else timeout
+        folders = search_folders(list(dict.fromkeys(root for root, _ in files)), plugins_folder)
+        _preload()
+    judge_ = FileJudge(folders, limit, repository_roots(folders))
+    size = min(workers or default_workers(), max(1, len(files)))
+    reports: dict[str, FileReport] = {}
+    with WorkerPool(judge_.handle, size=size, timeout=limit, init=judge_.init) as pool:
+        for _, file in files:
+            pool.submit(file, ("import", file, "", ""))
+        for outcome in pool.outcomes():
+            report = _report(outcome, pool)
+            if report is not None:
+                reports[outcome.key] = report
+    return _assemble([reports[f] for _, f in files if f in reports])
 
 
-def _scan(paths: Sequence[str] | None) -> ScanResult:
+def _report(outcome: Outcome, pool: WorkerPool) -> FileReport | None:
+    """The file's report; after a crash or a timeout, its syntax tree is read in a fresh worker."""
+    kind, file, status, error = outcome.payload
+    if outcome.status == "done":
+        result: FileReport = outcome.result
+        return result
+    if kind == "import":
+        pool.submit(file, ("static", file, outcome.status, outcome.error))
+        return None
+    return FileReport(file, status, error, unjudged(file, error))
+
+
+def _assemble(reports: list[FileReport]) -> ScanResult:
+    """One result; a DAG id two files define is an import error of the second, as in Airflow.
+
+    Only imported DAGs clash: a file read from its syntax tree keeps its tasks whatever its DAG id
+    (an id filled in at deploy time is often the same placeholder in every file).
+    """
+    owner: dict[str, str] = {}
     tasks: list[TaskVerdict] = []
-    errors: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for root, bag in _bags(list(paths) if paths else _default_paths()):
-        for rel, message in sorted(bag.import_errors.items()):
-            file = _resolve(root, rel)
-            errors.append({"file": file, "error": _error_line(message)})
-            tasks += _failed_file(file, message)
-        for dag_id in sorted(bag.dags):
-            if dag_id in seen:
-                continue
-            seen.add(dag_id)
-            dag = bag.dags[dag_id]
-            tasks += [judge(dag, task) for task in dag.tasks]
-    return ScanResult(tasks, errors)
-
-
-def judge(dag: Any, task: Any) -> TaskVerdict:
-    """One task's line in the report."""
-    file = str(dag.fileloc)
-    line = index_file(file).line_of(task.task_id)
-    finding = classify_task(task, dag)
-    reasons = [r.located(file, line) for r in finding.reasons]
-    return TaskVerdict(
-        dag.dag_id,
-        task.task_id,
-        file,
-        line,
-        operator_path(task),
-        finding.verdict,
-        finding.category,
-        reasons,
-        finding.fix,
-    )
+    for report in reports:
+        imported = {t.dag_id for t in report.tasks if t.analysis == "imported"}
+        clashes = sorted(d for d in imported if owner.get(d, report.file) != report.file)
+        for dag_id in imported:
+            owner.setdefault(dag_id, report.file)
+        if clashes:
+            message = "; ".join(f"DAG id {d!r} is already defined in {owner[d]}" for d in clashes)
+            report.status = "import_error" if report.status == "imported" else report.status
+            report.error = "; ".join(e for e in (report.error, message) if e)
+            report.tasks = [t for t in report.tasks if t.analysis != "imported" or t.dag_id not in clashes]
+        tasks += report.tasks
+    tasks.sort(key=lambda t: t.dag_id)  # stable: each DAG's tasks in the order Airflow gives them
+    return ScanResult(tasks, reports)

@@ -18,10 +18,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["VERDICTS", "Finding", "Reason", "TaskVerdict", "combine", "worst"]
+__all__ = [
+    "ANALYSES",
+    "FILE_STATUSES",
+    "VERDICTS",
+    "FileReport",
+    "Finding",
+    "Reason",
+    "TaskVerdict",
+    "combine",
+    "worst",
+]
 
 VERDICTS = ("protected", "safe", "unknown", "risky")
 _RANK = {"safe": 0, "protected": 1, "unknown": 2, "risky": 3}
+#: How a task was read: from the live objects of an imported file, or from the syntax tree of a
+#: file that did not import.
+ANALYSES = ("imported", "static")
+#: What became of a file: imported; failed to import (an exception, Airflow's own import timeout);
+#: ended the process that imported it (``os._exit``, a signal, a segfault); or ran past the limit.
+FILE_STATUSES = ("imported", "import_error", "crashed", "timed_out")
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,7 @@ class TaskVerdict:
     category: str
     reasons: list[Reason]
     fix: str
+    analysis: str = "imported"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +95,34 @@ class TaskVerdict:
             "category": self.category,
             "reasons": [r.as_dict() for r in self.reasons],
             "fix": self.fix,
+            "analysis": self.analysis,
+        }
+
+
+@dataclass
+class FileReport:
+    """One DAG file's outcome: its status, the error when it did not import, its tasks' verdicts.
+
+    Plain data, so a worker process can send it back to the scan.
+    """
+
+    file: str
+    status: str
+    error: str = ""
+    tasks: list[TaskVerdict] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "imported"
+
+    def as_dict(self) -> dict[str, Any]:
+        static = sum(1 for t in self.tasks if t.analysis == "static")
+        return {
+            "file": self.file,
+            "status": self.status,
+            "error": self.error,
+            "tasks": len(self.tasks),
+            "static_tasks": static,
         }
 
 

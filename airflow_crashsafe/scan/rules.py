@@ -21,6 +21,7 @@ from airflow_crashsafe.scan.context import MARKERS, Renderer
 from airflow_crashsafe.scan.model import Finding, Reason, combine
 from airflow_crashsafe.scan.python_code import analyze_callable
 from airflow_crashsafe.scan.sql import PARAM_MARK, classify_sql, dialect_of
+from airflow_crashsafe.scan.static_classes import unresolved_reason
 
 __all__ = ["classify_task", "conn_type_of", "operator_path"]
 
@@ -221,6 +222,15 @@ def _by_kind(task: Any, dag: Any, names: list[str]) -> Finding:
         )
     if _arg(task, "sql") is not None and ("BaseSQLOperator" in names or "SQLExecuteQueryOperator" in names):
         return _sql(task, dag)
+    missing = unresolved_reason(_operator_class(task))
+    if missing:  # a stand-in for a class the scan could not load (a file read from its syntax tree)
+        return Finding(
+            "unknown",
+            "unknown_operator",
+            [Reason(f"no rule knows {names[0]}: {missing}")],
+            "install its provider where the scan runs, or replay_safe(task, reason=...) if it is harmless "
+            "to repeat",
+        )
     return _custom(task)
 
 

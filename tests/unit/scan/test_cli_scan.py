@@ -32,9 +32,9 @@ def test_json_has_the_documented_schema(dags: Path, capsys: pytest.CaptureFixtur
     code = main(["scan", str(dags), "--format", "json", "--fail-on", "never"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert set(out) == {"tasks", "summary", "import_errors"}
+    assert set(out) == {"tasks", "summary", "import_errors", "files"}
     keys = {"dag_id", "task_id", "file", "line", "operator", "verdict", "category", "reasons", "fix"}
-    assert all(set(t) == keys for t in out["tasks"])
+    assert all(set(t) == keys | {"analysis"} for t in out["tasks"])
     by_id = {t["task_id"]: t for t in out["tasks"] if t["dag_id"] == "cli_dag"}
     assert by_id["append"]["verdict"] == "risky"
     assert by_id["append"]["line"] == 6
@@ -44,6 +44,12 @@ def test_json_has_the_documented_schema(dags: Path, capsys: pytest.CaptureFixtur
     assert out["summary"]["risky"] == 1
     assert [Path(e["file"]).name for e in out["import_errors"]] == ["broken_dag.py"]
     assert "no_such_module_here" in out["import_errors"][0]["error"]
+    assert out["import_errors"][0]["status"] == "import_error"
+    assert {Path(f["file"]).name: f["status"] for f in out["files"]} == {
+        "cli_dag.py": "imported",
+        "broken_dag.py": "import_error",
+    }
+    assert {t["analysis"] for t in out["tasks"] if t["dag_id"] == "cli_dag"} == {"imported"}
 
 
 def test_sarif_is_2_1_0_with_one_result_per_risky_or_unknown_task(
