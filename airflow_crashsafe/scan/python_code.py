@@ -1,54 +1,41 @@
 """Classify a Python callable (``@task``, ``PythonOperator``, a custom ``execute``) from its source.
 
 The callable's source is read with :mod:`inspect` and walked with :mod:`ast`; nothing runs. Each
-call that reaches outside is a finding (:mod:`.calls` names them): mutating HTTP without a
-run-derived key, mail and chat, queue publishes, object writes under random names, job
-submissions without a client token, SQL through a cursor or hook (classified by :mod:`.sql`, all
-statements of the callable as one transaction). Calls into the user's own functions are followed
-a few levels deep; a callable whose source cannot be read is ``unknown``. Calls inside
-``with effect(...)`` or ``with fenced_transaction(...)`` are protected.
+call that reaches outside is a finding: the calls :mod:`.calls` names (mutating HTTP without a
+run-derived key, mail and chat, queue publishes, object writes, job submissions, SQL through a
+cursor or hook, classified by :mod:`.sql` with all statements of the callable as one
+transaction), then calls into a library judged by what the scan knows of it (:mod:`.libraries`:
+a library it cannot see into is ``unknown``, never pure). Calls into the user's own functions are
+followed a few levels deep, with the arguments they were given; a callable whose source cannot be
+read is ``unknown``. Calls inside ``with effect(...)`` or ``with fenced_transaction(...)`` are
+protected.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
-import sys
-import sysconfig
 import textwrap
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from airflow_crashsafe.scan import exprs
 from airflow_crashsafe.scan.call_names import RUN_SCOPED
 from airflow_crashsafe.scan.calls import classify_call
+from airflow_crashsafe.scan.fixes import effect_fix_for_callback
+from airflow_crashsafe.scan.libraries import family_of_module, judge_library_call
 from airflow_crashsafe.scan.model import Finding, Reason
+from airflow_crashsafe.scan.names import target_key
+from airflow_crashsafe.scan.scope import Names, module_of
 from airflow_crashsafe.scan.sql import SqlFacts
 
 __all__ = ["Scope", "analyze_callable"]
 
 _MAX_DEPTH = 3
-_LIBRARY_ROOTS = tuple(
-    str(Path(p).resolve())
-    for p in {
-        sysconfig.get_paths()["purelib"],
-        sysconfig.get_paths()["platlib"],
-        sysconfig.get_paths()["stdlib"],
-    }
-)
-
-
-def _is_library(fn: Any) -> bool:
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    path = getattr(module, "__file__", None)
-    if path is None:
-        return True  # builtins
-    resolved = str(Path(path).resolve())
-    return resolved.startswith(_LIBRARY_ROOTS) or (getattr(fn, "__module__", "") or "").startswith(
-        "airflow_crashsafe."
-    )
+#: What ``super().execute(context)`` does in a custom operator: the findings of its parent's rule.
+SuperRule = Callable[["Scope", ast.Call], list[Finding]]
 
 
 @dataclass
@@ -62,14 +49,41 @@ class _Walk:
     seen: set[int] = field(default_factory=set)
     #: The code switched its connection to autocommit: each statement commits alone.
     autocommit: bool = False
+    on_super: SuperRule | None = None
+    render: Callable[[Any], Any] | None = None
+    #: Functions that also run as DAG or task callbacks (no task context there), and the task's id.
+    callbacks: set[int] = field(default_factory=set)
+    task_id: str = "task"
 
 
 def analyze_callable(
-    fn: Callable[..., Any], *, markers: Collection[str], dialect_hint: str | None = None
+    fn: Callable[..., Any],
+    *,
+    markers: Collection[str],
+    dialect_hint: str | None = None,
+    values: dict[str, Any] | None = None,
+    bound: Any = None,
+    render: Callable[[Any], Any] | None = None,
+    on_super: SuperRule | None = None,
+    callbacks: set[int] | None = None,
+    task_id: str = "task",
 ) -> list[Finding]:
-    """The findings of ``fn``'s body and of the user functions it calls; unknown if unreadable."""
-    walk = _Walk(markers, dialect_hint)
-    _analyze(fn, walk, depth=0)
+    """The findings of ``fn``'s body and of the user functions it calls; unknown if unreadable.
+
+    ``values``: parameters known as Python values (``op_kwargs``, already rendered). ``bound``:
+    the task a custom operator's method runs on, whose attributes ``self.x`` are (``render``
+    renders its template fields). ``on_super``: what ``super().execute(...)`` does. ``callbacks``:
+    ids of functions that also serve as callbacks, whose fixes must not put ``effect()`` inside.
+    """
+    walk = _Walk(
+        markers,
+        dialect_hint,
+        on_super=on_super,
+        render=render,
+        callbacks=set(callbacks or ()),
+        task_id=task_id,
+    )
+    _analyze(fn, walk, 0, values=dict(values or {}), bound=bound)
     return walk.findings
 
 
@@ -85,15 +99,39 @@ def _source(fn: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambd
     except SyntaxError:
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            return node, file, first - 1
-        if isinstance(node, ast.Lambda):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             return node, file, first - 1
     return None
 
 
-def _analyze(fn: Any, walk: _Walk, depth: int) -> None:
-    fn = inspect.unwrap(fn)
+def _unpartial(fn: Any, values: dict[str, Any]) -> Any:
+    """The function under ``functools.partial`` layers, its bound arguments added to ``values``."""
+    while isinstance(fn, functools.partial):
+        try:
+            names = list(inspect.signature(fn.func).parameters)
+        except (TypeError, ValueError):
+            names = []
+        for name, value in zip(names, fn.args, strict=False):
+            values.setdefault(name, value)
+        for name, value in fn.keywords.items():
+            values.setdefault(name, value)
+        fn = fn.func
+    return fn
+
+
+def _analyze(
+    fn: Any,
+    walk: _Walk,
+    depth: int,
+    *,
+    args: dict[str, tuple[Names, ast.expr]] | None = None,
+    values: dict[str, Any] | None = None,
+    bound: Any = None,
+    in_callback: bool = False,
+) -> None:
+    values = dict(values or {})
+    in_callback = in_callback or id(fn) in walk.callbacks
+    fn = inspect.unwrap(_unpartial(fn, values))
     if id(fn) in walk.seen:
         return
     walk.seen.add(id(fn))
@@ -111,14 +149,27 @@ def _analyze(fn: Any, walk: _Walk, depth: int) -> None:
         )
         return
     node, file, offset = found
-    scope = Scope(fn, node, file, offset, walk, depth)
+    scope = Scope(fn, node, file, offset, walk, depth, args=args, values=values, bound=bound)
+    scope.in_callback = in_callback or id(fn) in walk.callbacks
     scope.run()
 
 
-class Scope(ast.NodeVisitor):
-    """One function body: resolves names against its assignments and its module's globals."""
+class Scope(Names, ast.NodeVisitor):
+    """One function body: resolves names against its bindings, its arguments and its module's globals."""
 
-    def __init__(self, fn: Any, node: ast.AST, file: str, offset: int, walk: _Walk, depth: int) -> None:
+    def __init__(
+        self,
+        fn: Any,
+        node: ast.AST,
+        file: str,
+        offset: int,
+        walk: _Walk,
+        depth: int,
+        *,
+        args: dict[str, tuple[Names, ast.expr]] | None = None,
+        values: dict[str, Any] | None = None,
+        bound: Any = None,
+    ) -> None:
         self.fn = fn
         self.node = node
         self.file = file
@@ -126,12 +177,39 @@ class Scope(ast.NodeVisitor):
         self.walk = walk
         self.depth = depth
         self.globals: dict[str, Any] = getattr(fn, "__globals__", {}) or {}
-        self.assigned: dict[str, ast.expr] = {}
+        self.args = dict(args or {})
+        self.values = dict(values or {})
+        self.bound = bound
+        self.render = walk.render
+        self.in_callback = False
         self.protected = 0
-        args = getattr(node, "args", None)
-        self.run_scoped = (
-            {a.arg for a in (args.args + args.kwonlyargs) if a.arg in RUN_SCOPED} if args else set()
-        )
+        self.init_names(node)
+        params = getattr(node, "args", None)
+        names = [a.arg for a in (params.posonlyargs + params.args + params.kwonlyargs)] if params else []
+        self.params = set(names)
+        self.run_scoped = {n for n in names if n in RUN_SCOPED} | {
+            n for n, v in self.values.items() if any(m in str(v) for m in walk.markers)
+        }
+        if params is not None:  # defaults are what a parameter holds when no caller gave it
+            positional = params.posonlyargs + params.args
+            for arg, default in zip(
+                positional[len(positional) - len(params.defaults) :], params.defaults, strict=True
+            ):
+                if arg.arg not in self.args and arg.arg not in self.values:
+                    self.args[arg.arg] = (self, default)
+            for arg, default in zip(params.kwonlyargs, params.kw_defaults, strict=True):
+                if default is not None and arg.arg not in self.args and arg.arg not in self.values:
+                    self.args[arg.arg] = (self, default)
+
+    @property
+    def assigned(self) -> dict[str, ast.expr]:
+        """The latest value bound to each local name (for callers that only ask "is it bound")."""
+        out: dict[str, ast.expr] = {}
+        for key in self.names.keys():
+            with self.names.read(key) as value:
+                if value is not None:
+                    out[key] = value
+        return out
 
     def run(self) -> None:
         body = getattr(self.node, "body", [])
@@ -142,30 +220,55 @@ class Scope(ast.NodeVisitor):
     def line(self, node: ast.AST) -> int:
         return int(getattr(node, "lineno", 1)) + self.offset
 
+    # -- bindings, in the order the code makes them ----------------------------------------
+
+    def _bind(self, target: ast.AST, value: ast.expr) -> None:
+        key = target_key(target)
+        if key is not None:
+            self.names.bind(key, value)
+        elif isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List):
+            for sub, sub_value in zip(target.elts, value.elts, strict=False):
+                self._bind(sub, sub_value)
+        elif isinstance(target, ast.Tuple | ast.List):
+            for sub in target.elts:  # a, b = f(): each is "some part of f()"
+                self._bind(sub, ast.Subscript(value=value, slice=ast.Constant(None), ctx=ast.Load()))
+
     def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)  # the value's own calls see the names as they were before
         for target in node.targets:
-            if isinstance(target, ast.Name):
-                self.assigned[target.id] = node.value
-        self._note_autocommit(node)
-        self.generic_visit(node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.generic_visit(node)
-
-    def _note_autocommit(self, node: ast.Assign) -> None:
+            self._bind(target, node.value)
         for target in node.targets:
             if isinstance(target, ast.Attribute) and target.attr == "autocommit":
                 self.walk.autocommit = isinstance(node.value, ast.Constant) and node.value.value is True
 
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if isinstance(node.target, ast.Name) and node.value is not None:
-            self.assigned[node.target.id] = node.value
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
+        key = target_key(node.target)
+        if key is not None:
+            load = ast.parse(key, mode="eval").body
+            self.names.bind(key, ast.BinOp(left=load, op=node.op, right=node.value))
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.generic_visit(node)
+        if node.value is not None:
+            self._bind(node.target, node.value)
+
+    def visit_For(self, node: ast.For) -> None:
+        self.visit(node.iter)
+        self._bind(
+            node.target, ast.Subscript(value=node.iter, slice=ast.Constant(exprs.EACH), ctx=ast.Load())
+        )
+        for stmt in node.body + node.orelse:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For  # type: ignore[assignment]
 
     def visit_With(self, node: ast.With) -> None:
         guarded = any(exprs.is_protection(exprs.dotted(item.context_expr)) for item in node.items)
         for item in node.items:
             self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self._bind(item.optional_vars, item.context_expr)
         if guarded:
             self.protected += 1
             self.add(
@@ -191,62 +294,110 @@ class Scope(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self.generic_visit(node)  # a nested helper: its calls are this callable's calls
 
+    # -- calls -------------------------------------------------------------------------------
+
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
         name = exprs.dotted(node.func)
-        finding = classify_call(node, name, self)
-        if finding is not None:
-            if self.protected and finding.verdict in {"risky", "unknown"}:
-                finding = Finding("protected", "crashsafe_helper", finding.reasons)
-            self.add(finding, node)
+        if name == "super().execute" and self.walk.on_super is not None:
+            for finding in self.walk.on_super(self, node):
+                self.add(self._guarded(finding), node)
             return
-        self.follow(node, name)
+        finding = classify_call(node, name, self)
+        if finding is None and not self.follow(node, name):
+            finding = self._library_call(node, name)
+        if finding is not None:
+            self.add(self._guarded(finding), node)
+        self._follow_passed_functions(node)
+
+    def _guarded(self, finding: Finding) -> Finding:
+        if self.protected and finding.verdict in {"risky", "unknown"}:
+            return Finding("protected", "crashsafe_helper", finding.reasons)
+        return finding
+
+    def _library_call(self, node: ast.Call, name: str) -> Finding | None:
+        receiver = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+        if name.startswith("super()"):
+            return None
+        origin = self.origin(receiver)
+        if origin is None:
+            return None
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else name.rsplit(".", 1)[-1]
+        return judge_library_call(node, attr, origin, self)
 
     def add(self, finding: Finding, node: ast.AST) -> None:
         finding.reasons = [r.located(self.file, self.line(node)) for r in finding.reasons]
+        if self.in_callback and "effect(" in finding.fix:
+            name = getattr(self.fn, "__name__", "it")
+            finding.fix = effect_fix_for_callback(name, self.walk.task_id)
         self.walk.findings.append(finding)
 
-    def _root(self, root: str) -> Any:
-        """What the first name of a dotted call is: a global, ``self``'s class, a local instance's class."""
-        if root.endswith("()"):  # Exporter(...).ship(...): the class
-            return self.globals.get(root[:-2])
-        if root == "self":
-            owner = (getattr(self.fn, "__qualname__", "") or "").split(".")[0]
-            return self.globals.get(owner)
-        if root in self.assigned:
-            value = self.assigned[root]
-            if isinstance(value, ast.Call):  # client = PartnerClient(): the class's methods
-                cls = self.resolve(value.func)
-                return cls if inspect.isclass(cls) else None
-            return None
-        return self.globals.get(root)
+    def is_user_code(self, target: Any) -> bool:
+        module = module_of(target) or ""
+        return family_of_module(module) == "user" if module else False
 
-    def resolve(self, node: ast.expr) -> Any:
-        """The object a call's name refers to (a function, a method of a known class), else None."""
-        parts = exprs.dotted(node).split(".")
-        if not parts or not parts[0]:
-            return None
-        obj: Any = self._root(parts[0])
-        for part in parts[1:]:
-            obj = getattr(obj, part.removesuffix("()"), None)
-        return obj
+    def follow(self, node: ast.Call, name: str) -> bool:
+        """Walk into a user function called here, its parameters bound to this call's arguments.
 
-    def follow(self, node: ast.Call, name: str) -> None:
-        """Walk into a user function called here (not libraries: :mod:`.calls` knows those)."""
-        if self.depth >= _MAX_DEPTH or not name:
-            return
+        True when the call is the user's own code (walked, or too deep to walk); False for a
+        library (:mod:`.libraries` judges those) or a name that does not resolve.
+        """
+        if not name:
+            return False
         target = self.resolve(node.func)
-        if target is None or not callable(target) or inspect.isclass(target):
-            return
-        if _is_library(target):
-            return
+        if target is None or not callable(target) or inspect.isclass(target) or not self.is_user_code(target):
+            return False
+        if self.depth >= _MAX_DEPTH:
+            return True
         before = len(self.walk.findings)
-        _analyze(target, self.walk, self.depth + 1)
+        method = isinstance(node.func, ast.Attribute) and not inspect.ismodule(self.resolve(node.func.value))
+        _analyze(
+            target,
+            self.walk,
+            self.depth + 1,
+            args=self._call_args(target, node, method),
+            bound=self._bound_for(node),
+            in_callback=self.in_callback,
+        )
         if self.protected:
             for finding in self.walk.findings[before:]:
                 if finding.verdict in {"risky", "unknown"}:
                     finding.verdict, finding.category = "protected", "crashsafe_helper"
+        return True
+
+    def _bound_for(self, node: ast.Call) -> Any:
+        """The task a method called on ``self`` runs on (a custom operator's own helpers)."""
+        root = exprs.dotted(node.func).split(".")[0]
+        return self.bound if root == "self" else None
+
+    def _call_args(self, target: Any, node: ast.Call, method: bool) -> dict[str, tuple[Names, ast.expr]]:
+        try:
+            params = list(inspect.signature(target).parameters.values())
+        except (TypeError, ValueError):
+            return {}
+        if method and params and params[0].name in {"self", "cls"}:
+            params = params[1:]
+        out: dict[str, tuple[Names, ast.expr]] = {}
+        for param, arg in zip(params, node.args, strict=False):
+            if isinstance(arg, ast.Starred) or param.kind in {param.VAR_POSITIONAL, param.VAR_KEYWORD}:
+                break
+            out[param.name] = (self, arg)
+        for keyword in node.keywords:
+            if keyword.arg:
+                out[keyword.arg] = (self, keyword.value)
+        return out
+
+    def _follow_passed_functions(self, node: ast.Call) -> None:
+        """A user function handed to another call (``executor.map(push, rows)``) runs too: walk it."""
+        if self.depth >= _MAX_DEPTH:
+            return
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if not isinstance(arg, ast.Name | ast.Attribute):
+                continue
+            target = self.resolve(arg)
+            if target is not None and inspect.isfunction(target) and self.is_user_code(target):
+                _analyze(target, self.walk, self.depth + 1, in_callback=self.in_callback)
 
     def string_of(self, node: ast.expr | None) -> str | None:
-        """The text of a string expression: literals, f-strings, names, ``+`` and ``.format``."""
+        """The text of a string expression: literals, f-strings, names, ``+``, ``.format``, ``.join``."""
         return exprs.string_value(node, self)

@@ -18,7 +18,11 @@ from urllib.parse import urlparse
 
 from airflow_crashsafe.scan.bash import classify_bash
 from airflow_crashsafe.scan.context import MARKERS, Renderer
+from airflow_crashsafe.scan.custom_ops import judge_own_execute
+from airflow_crashsafe.scan.fixes import callback_functions, http_operator_fix, sql_fixes, trigger_fix
+from airflow_crashsafe.scan.http_reads import read_only_post
 from airflow_crashsafe.scan.model import Finding, Reason, combine
+from airflow_crashsafe.scan.operators_known import classify_known
 from airflow_crashsafe.scan.python_code import analyze_callable
 from airflow_crashsafe.scan.sql import PARAM_MARK, classify_sql, dialect_of
 
@@ -199,19 +203,7 @@ def _by_kind(task: Any, dag: Any, names: list[str]) -> Finding:
     if any(n in {"HttpOperator", "SimpleHttpOperator"} for n in names):
         return _http(task, dag)
     if "TriggerDagRunOperator" in names:
-        run_id = Renderer(dag, task).render(_arg(task, "trigger_run_id"))
-        if run_id and any(m in str(run_id) for m in MARKERS):
-            return Finding(
-                "safe",
-                "run_keyed",
-                [Reason("the triggered run's id is derived from this run: a re-run finds it", str(run_id))],
-            )
-        return Finding(
-            "risky",
-            "trigger_dag",
-            [Reason("a re-run triggers another run of the DAG")],
-            'trigger_run_id="{{ run_id }}_<target>"',
-        )
+        return _trigger(task, dag)
     if "GenericTransfer" in names:
         return Finding(
             "risky",
@@ -225,28 +217,72 @@ def _by_kind(task: Any, dag: Any, names: list[str]) -> Finding:
 
 
 def _python(task: Any, dag: Any) -> Finding:
+    own = judge_own_execute(task, dag, None)
+    if own is not None:
+        return own
     fn = _arg(task, "python_callable")
     if fn is None:
         return Finding("unknown", "unreadable_callable", [Reason("no python_callable found")])
     conn = _arg(task, "conn_id")
+    renderer = Renderer(dag, task)
+    values: dict[str, Any] = {}
+    op_kwargs = _arg(task, "op_kwargs")
+    if isinstance(op_kwargs, dict):
+        try:
+            values.update(renderer.render(op_kwargs))
+        except Exception:  # a template that does not render: the names stay unknown
+            pass
     findings = analyze_callable(
-        fn, markers=MARKERS, dialect_hint=dialect_of(conn_type_of(conn)) if conn else None
+        fn,
+        markers=MARKERS,
+        dialect_hint=dialect_of(conn_type_of(conn)) if conn else None,
+        values=values,
+        render=renderer.render,
+        callbacks=callback_functions(dag),
+        task_id=str(getattr(task, "task_id", "task")),
     )
     return combine(findings)
 
 
 def _custom(task: Any) -> Finding:
+    """An operator no kind-rule took: a provider operator by its arguments, the team's own by its source."""
     cls: Any = _operator_class(task)
+    dag = getattr(task, "dag", None)
+    names = _mro_names(task)
+    renderer = Renderer(dag, task) if dag is not None else None
+
+    def get(name: str) -> Any:
+        value = _arg(task, name)
+        return renderer.render(value) if renderer is not None and value is not None else value
+
+    def known(t: Any) -> Finding:
+        found = classify_known(names, get, markers=MARKERS)
+        return found if found is not None else _unknown_operator(cls)
+
+    own = judge_own_execute(task, dag, known)
+    if own is not None:
+        return own
     module = inspect.getmodule(cls)
     path = getattr(module, "__file__", "") or ""
-    if "site-packages" in path or cls.__module__.startswith("airflow."):
-        return Finding(
-            "unknown",
-            "unknown_operator",
-            [Reason(f"no rule knows {cls.__name__} ({cls.__module__})")],
-            "replay_safe(task, reason=...) if it is harmless to repeat",
-        )
-    return combine(analyze_callable(cls.execute, markers=MARKERS))
+    if "site-packages" in path or cls.__module__.startswith("airflow.") or _library_execute(cls):
+        return known(task)
+    return combine(analyze_callable(cls.execute, markers=MARKERS, bound=task))
+
+
+def _unknown_operator(cls: Any) -> Finding:
+    return Finding(
+        "unknown",
+        "unknown_operator",
+        [Reason(f"no rule knows {cls.__name__} ({cls.__module__})")],
+        "replay_safe(task, reason=...) if it is harmless to repeat",
+    )
+
+
+def _library_execute(cls: Any) -> bool:
+    """True when the class's ``execute`` comes from an installed library (a subclass that only configures)."""
+    owner = next((k for k in cls.__mro__ if "execute" in vars(k)), None)
+    module = inspect.getmodule(owner) if owner is not None else None
+    return "site-packages" in (getattr(module, "__file__", "") or "")
 
 
 def _bash(task: Any, dag: Any, names: list[str]) -> Finding:
@@ -262,15 +298,25 @@ def _bash(task: Any, dag: Any, names: list[str]) -> Finding:
 
 
 def _http(task: Any, dag: Any) -> Finding:
+    own = judge_own_execute(task, dag, lambda t: _http(t, dag))
+    if own is not None:
+        return own
     renderer = Renderer(dag, task)
     method = str(_arg(task, "method", "POST") or "POST").upper()
     endpoint = renderer.render(_arg(task, "endpoint", "")) or ""
     conn = _arg(task, "http_conn_id", "http_default")
     if method in {"GET", "HEAD", "OPTIONS"}:
         return Finding("safe", "http_get", [Reason(f"HTTP {method} {endpoint} reads")])
-    headers = renderer.render(_arg(task, "headers", None) or {}) or {}
+    data = renderer.render(_arg(task, "data", None))
+    read = read_only_post(str(endpoint), str(data or "")) if method == "POST" else None
+    if read is not None:
+        return Finding("safe", "http_read", [Reason(f"HTTP POST {endpoint}: {read}")])
+    raw_headers = _arg(task, "headers", None) or {}
+    headers = renderer.render(raw_headers) or {}
+    retried = Renderer(dag, task, attempt=2).render(raw_headers) or {}
     keys = {k: str(v) for k, v in dict(headers).items() if "idempotency" in str(k).lower()}
-    if keys and all(any(m in v for m in MARKERS) for v in keys.values()):
+    per_run = all(any(m in v for m in MARKERS) and str(dict(retried).get(k)) == v for k, v in keys.items())
+    if keys and per_run:
         return Finding(
             "safe",
             "http_keyed",
@@ -286,9 +332,57 @@ def _http(task: Any, dag: Any) -> Finding:
                 f"{method} {endpoint} {keys or ''}".strip(),
             )
         ],
-        f"IdempotentHttpOperator(http_conn_id={conn!r}, endpoint={endpoint!r}, method={method!r}, "
-        "json=<the body>, target_honours_keys=<True if the vendor honours Idempotency-Key>) "
-        "— or [crashsafe] policy_mode = protect",
+        http_operator_fix(
+            task, method, _arg(task, "endpoint", "") or "", conn, _arg(task, "data", None), raw_headers
+        ),
+    )
+
+
+def _trigger(task: Any, dag: Any) -> Finding:
+    """A run-derived ``trigger_run_id`` finds the run; only ``skip_when_already_exists`` makes that a skip."""
+    run_id = Renderer(dag, task).render(_arg(task, "trigger_run_id"))
+    keyed = bool(run_id) and any(m in str(run_id) for m in MARKERS)
+    if keyed and _arg(task, "reset_dag_run", False):
+        return Finding(
+            "risky",
+            "trigger_dag",
+            [
+                Reason(
+                    "reset_dag_run=True: a re-run clears the triggered run, so the DAG runs again",
+                    str(run_id),
+                )
+            ],
+            trigger_fix(task) + " and without reset_dag_run",
+        )
+    if keyed and _arg(task, "skip_when_already_exists", False):
+        return Finding(
+            "safe",
+            "run_keyed",
+            [
+                Reason(
+                    "the triggered run's id is derived from this run: a re-run finds it and skips",
+                    str(run_id),
+                )
+            ],
+        )
+    if keyed:
+        return Finding(
+            "unknown",
+            "trigger_rerun_fails",
+            [
+                Reason(
+                    "the triggered run's id is derived from this run, so a re-run triggers nothing more, "
+                    "but it fails with DagRunAlreadyExists and stops the DAG run there",
+                    str(run_id),
+                )
+            ],
+            trigger_fix(task),
+        )
+    return Finding(
+        "risky",
+        "trigger_dag",
+        [Reason("a re-run triggers another run of the DAG")],
+        trigger_fix(task),
     )
 
 
@@ -301,21 +395,10 @@ def _markers(parameters: Any) -> list[str]:
     return out
 
 
-def _sql_fixes(conn: Any, table: str) -> dict[str, str]:
-    where = f"conn_id={conn!r}, target_table={table!r}"
-    overwrite = f"PartitionOverwriteOperator({where}, partition={{'day': '{{{{ ds }}}}'}}, sql=<its SELECT>)"
-    return {
-        "append": f"NaturalKeyMergeOperator({where}, sql=<its SELECT>, natural_key=[<the business key>]) "
-        f"or {overwrite}",
-        "merge": f"NaturalKeyMergeOperator({where}, sql=<the source>, natural_key=[<the business key>]) "
-        "(it refuses generated keys)",
-        "increment": f"FencedSQLOperator(conn_id={conn!r}, target={table!r}, sql=<the statements>) "
-        "(a committed slot is not run again)",
-        "overwrite": overwrite,
-    }
-
-
 def _sql(task: Any, dag: Any) -> Finding:
+    own = judge_own_execute(task, dag, lambda t: _sql(t, dag))
+    if own is not None:
+        return own
     renderer = Renderer(dag, task)
     conn = _arg(task, "conn_id") or _arg(task, "postgres_conn_id") or _arg(task, "mysql_conn_id")
     dialect = dialect_of(conn_type_of(conn))
@@ -333,11 +416,11 @@ def _sql(task: Any, dag: Any) -> Finding:
             dialect=dialect,
             transactional=transactional,
             markers=markers,
-            fix_for=_sql_fixes(conn, _TABLE),
+            fix_for=sql_fixes(conn, _TABLE, dialect),
         )
         table = facts.written[0] if facts.written else "<target table>"
         for f in facts.findings:
-            f.fix = f.fix.replace(repr(_TABLE), repr(table))
+            f.fix = f.fix.replace(repr(_TABLE), repr(table)).replace(_TABLE, table)
         findings += facts.findings
     return combine(findings, pure_category="read_only")
 

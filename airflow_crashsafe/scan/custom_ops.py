@@ -1,0 +1,118 @@
+"""A team's own operator, defined in the DAG or plugins folder, judged by what its ``execute`` does.
+
+Teams subclass an operator and build its work at run time: ``self.sql = [rename live -> old, new
+-> live, DROP old]`` then ``super().execute(context)``. Judging the task by the arguments it was
+built with would miss everything ``execute`` sets, so when the operator's class (or a class
+between it and the library) defines ``execute``, that method's source is read instead:
+
+- ``self.x`` reads the task's attribute after ``__init__`` (a template field rendered with the
+  sample run), or what the method assigned to it before;
+- ``super().execute(context)`` is judged by the parent's rule (the SQL operator's, the HTTP
+  operator's, a provider operator's), on the task as the method left it: the fields assigned in
+  the method replace the task's own; one whose value is built from data at run time is unknown;
+- any other call is judged as in a Python callable (hooks running SQL from the operator's own
+  attributes, clients, HTTP).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import Any
+
+from airflow_crashsafe.scan.context import MARKERS, Renderer
+from airflow_crashsafe.scan.libraries import family_of_module
+from airflow_crashsafe.scan.model import Finding, Reason, combine
+from airflow_crashsafe.scan.python_code import Scope, analyze_callable
+
+__all__ = ["Overlay", "judge_own_execute", "own_execute"]
+
+Rule = Callable[[Any], Finding]
+
+
+class Overlay:
+    """The task as ``execute`` left it before calling ``super().execute``: assigned fields replaced."""
+
+    def __init__(self, task: Any, overrides: dict[str, Any]) -> None:
+        object.__setattr__(self, "_task", task)
+        object.__setattr__(self, "_overrides", overrides)
+        object.__setattr__(self, "operator_class", type(task))
+        object.__setattr__(self, "crashsafe_inside_execute", True)
+
+    def __getattr__(self, name: str) -> Any:
+        overrides = object.__getattribute__(self, "_overrides")
+        if name in overrides:
+            return overrides[name]
+        return getattr(object.__getattribute__(self, "_task"), name)
+
+
+def own_execute(task: Any) -> Callable[..., Any] | None:
+    """The user's own ``execute`` of the task's class, None when it is the library's (or an overlay)."""
+    if getattr(task, "crashsafe_inside_execute", False) or hasattr(task, "partial_kwargs"):
+        return None
+    cls = type(task)
+    for klass in cls.__mro__:
+        if "execute" in vars(klass):
+            module = klass.__module__ or ""
+            if family_of_module(module) == "user" and not module.startswith("airflow_crashsafe"):
+                return vars(klass)["execute"]  # type: ignore[no-any-return]
+            return None
+    return None
+
+
+def judge_own_execute(task: Any, dag: Any, parent: Rule | None) -> Finding | None:
+    """The finding of the task's own ``execute`` (``parent`` judges ``super().execute``); None if it has none."""
+    execute = own_execute(task)
+    if execute is None:
+        return None
+    renderer = Renderer(dag, task) if dag is not None else None
+
+    def on_super(scope: Scope, node: ast.Call) -> list[Finding]:
+        if parent is None:
+            return [
+                Finding(
+                    "unknown",
+                    "unknown_operator",
+                    [Reason(f"super().execute() of {type(task).__name__}: no rule knows its parent")],
+                    "replay_safe(task, reason=...) if it is harmless to repeat",
+                )
+            ]
+        return [parent(Overlay(task, _assigned_fields(scope)))]
+
+    findings = analyze_callable(
+        execute,
+        markers=MARKERS,
+        bound=task,
+        render=renderer.render if renderer is not None else None,
+        on_super=on_super,
+    )
+    return combine(findings)
+
+
+class _RuntimeValue(str):
+    """A field ``execute`` builds from data at run time: SQL text the parser reports as unreadable."""
+
+
+def _assigned_fields(scope: Scope) -> dict[str, Any]:
+    """The ``self.<field>`` values the method assigned so far, as text where they can be read."""
+    out: dict[str, Any] = {}
+    for key in scope.names.keys():
+        if not key.startswith("self.") or key.count(".") != 1:
+            continue
+        attr = key.split(".", 1)[1]
+        node = ast.parse(key, mode="eval").body
+        text = scope.string_of(node)
+        if text is not None:
+            out[attr] = text
+            continue
+        with scope.lookup(key) as found:
+            literal = _literal(found[0]) if found is not None else None
+        out[attr] = literal if literal is not None else _RuntimeValue(f"<{key} built at run time>")
+    return out
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
