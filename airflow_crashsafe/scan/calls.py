@@ -31,6 +31,7 @@ from airflow_crashsafe.scan.http_reads import read_only_post
 from airflow_crashsafe.scan.libraries import family_of_module
 from airflow_crashsafe.scan.model import Finding, Reason, combine
 from airflow_crashsafe.scan.sql import PARAM_MARK, classify_sql
+from airflow_crashsafe.scan.sqlalchemy_core import ORM_APPENDS, core_statement, orm_call
 from airflow_crashsafe.scan.writes import classify_write
 
 if TYPE_CHECKING:
@@ -186,6 +187,10 @@ def classify_call(node: ast.Call, name: str, scope: Scope) -> Finding | None:
         return _object(node, scope)
     if attr in JOB_ATTRS:
         return _job(node, attr, base, scope)
+    if attr in ORM_APPENDS | {"merge", "bulk_update_mappings"} and ("session" in base or family == "db"):
+        return orm_call(node, attr)
+    if attr in _BATCH_SQL and len(node.args) > 1:  # psycopg2.extras.execute_batch(cur, sql, rows)
+        return _sql(node, "cur", scope, "db", arg=1)
     if attr in _SQL_ATTRS or (attr in _SQL_IF_CLIENT and family in {"db", "warehouse", "cloud", "hooks"}):
         if any(b in base for b in ("subprocess", "asyncio", "http")) or family in {"http", "pure"}:
             return None
@@ -206,6 +211,8 @@ _SQL_ATTRS = {
     "execute", "executemany", "run", "run_sql", "execute_string", "execute_stream", "execute_statement",
     "batch_execute_statement", "execute_async", "copy_expert", "execute_query",
 }  # fmt: skip
+#: Functions taking a cursor first and the SQL second.
+_BATCH_SQL = {"execute_batch", "execute_values", "execute_mogrify"}
 #: Methods that run SQL only on a database or warehouse client (``bigquery.Client().query(sql)``).
 _SQL_IF_CLIENT = {"query", "sql", "command"}
 
@@ -331,17 +338,20 @@ def _sql_receiver(node: ast.Call, base: str, scope: Scope, family: str | None) -
     return cls is not None and _is_hook_class(cls)
 
 
-def _sql(node: ast.Call, base: str, scope: Scope, family: str | None = None) -> Finding | None:
+def _sql(node: ast.Call, base: str, scope: Scope, family: str | None = None, arg: int = 0) -> Finding | None:
     target = scope.resolve(node.func)
     if target is not None and scope.is_user_code(target) and not base.startswith("super()"):
         return None  # the user's own run()/execute(): walked with its arguments instead
-    arg = kw(node, "sql", "statement", "query", "Sql", "Sqls", "QueryString", "sql_query", "operation") or (
-        node.args[0] if node.args else None
-    )
-    text = scope.string_of(arg)
+    statement = kw(
+        node, "sql", "statement", "query", "Sql", "Sqls", "QueryString", "sql_query", "operation"
+    ) or (node.args[arg] if len(node.args) > arg else None)
+    text = scope.string_of(statement)
     sqlish = _sql_receiver(node, base, scope, family)
     if text is None:
-        if not sqlish or arg is None:
+        core = core_statement(statement, scope)
+        if core is not None:
+            return core
+        if not sqlish or statement is None:
             return None
         return Finding(
             "unknown",

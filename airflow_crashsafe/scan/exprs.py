@@ -118,8 +118,10 @@ def string_value(node: ast.expr | None, scope: Scope, depth: int = 0) -> str | N
     if isinstance(node, ast.Call):
         return _call_text(node, scope, depth)
     if isinstance(node, ast.List | ast.Tuple):
-        items = [string_value(e, scope, depth + 1) for e in node.elts]
-        return None if any(i is None for i in items) else ";\n".join(i for i in items if i is not None)
+        items = [
+            string_value(e.value if isinstance(e, ast.Starred) else e, scope, depth + 1) for e in node.elts
+        ]
+        return None if any(i is None for i in items) else ";\n".join(i for i in items if i)
     if isinstance(node, ast.Subscript):
         return _item_text(node, scope, depth)
     key = target_key(node)
@@ -129,6 +131,10 @@ def string_value(node: ast.expr | None, scope: Scope, depth: int = 0) -> str | N
                 return string_value(found[0], found[1], depth + 1)
         return scope.text_of(key)
     return None
+
+
+#: Calls whose text is their first argument's (SQLAlchemy's ``text``, psycopg2's ``sql.SQL``, ...).
+_WRAPPERS = {"text", "dedent", "str", "SQL", "Composed", "Literal", "Identifier"}
 
 
 def _call_text(node: ast.Call, scope: Scope, depth: int) -> str | None:
@@ -146,7 +152,7 @@ def _call_text(node: ast.Call, scope: Scope, depth: int) -> str | None:
             return None if any(p is None for p in parts) else sep.join(p for p in parts if p is not None)
         text = string_value(items, scope, depth + 1)
         return text.replace(";\n", sep) if text is not None and sep is not None else None
-    if dotted(func) in {"text", "sqlalchemy.text", "textwrap.dedent", "dedent", "str"} and node.args:
+    if dotted(func).rsplit(".", 1)[-1] in _WRAPPERS and node.args:
         return string_value(node.args[0], scope, depth + 1)
     return None
 

@@ -26,6 +26,7 @@ from airflow_crashsafe.scan.call_names import RUN_SCOPED
 from airflow_crashsafe.scan.calls import classify_call
 from airflow_crashsafe.scan.fixes import effect_fix_for_callback
 from airflow_crashsafe.scan.libraries import family_of_module, judge_library_call
+from airflow_crashsafe.scan.missing import inserts_only_missing
 from airflow_crashsafe.scan.model import Finding, Reason
 from airflow_crashsafe.scan.names import target_key
 from airflow_crashsafe.scan.scope import Names, module_of
@@ -183,6 +184,8 @@ class Scope(Names, ast.NodeVisitor):
         self.render = walk.render
         self.in_callback = False
         self.protected = 0
+        #: Tests of the ``if`` statements around the statement being visited (``not t`` in an else).
+        self.guards: list[ast.expr] = []
         self.init_names(node)
         params = getattr(node, "args", None)
         names = [a.arg for a in (params.posonlyargs + params.args + params.kwonlyargs)] if params else []
@@ -213,9 +216,33 @@ class Scope(Names, ast.NodeVisitor):
 
     def run(self) -> None:
         body = getattr(self.node, "body", [])
-        body = body if isinstance(body, list) else [body]  # a lambda's body is one expression
-        for stmt in body:
+        if not isinstance(body, list):  # a lambda's body is one expression
+            self.visit(body)
+            return
+        self._block(body)
+
+    def _block(self, stmts: list[ast.stmt]) -> None:
+        """Statements in order; after ``if <test>: continue`` (or return) the rest runs under ``not test``."""
+        pushed = 0
+        for stmt in stmts:
             self.visit(stmt)
+            if (
+                isinstance(stmt, ast.If)
+                and not stmt.orelse
+                and stmt.body
+                and isinstance(stmt.body[-1], ast.Continue | ast.Return | ast.Break | ast.Raise)
+            ):
+                self.guards.append(ast.UnaryOp(op=ast.Not(), operand=stmt.test))
+                pushed += 1
+        del self.guards[len(self.guards) - pushed :]
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        self.guards.append(node.test)
+        self._block(node.body)
+        self.guards[-1] = ast.UnaryOp(op=ast.Not(), operand=node.test)
+        self._block(node.orelse)
+        self.guards.pop()
 
     def line(self, node: ast.AST) -> int:
         return int(getattr(node, "lineno", 1)) + self.offset
@@ -284,8 +311,7 @@ class Scope(Names, ast.NodeVisitor):
                 ),
                 node,
             )
-        for stmt in node.body:
-            self.visit(stmt)
+        self._block(node.body)
         if guarded:
             self.protected -= 1
 
@@ -298,6 +324,7 @@ class Scope(Names, ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
+        self._note_growth(node)
         name = exprs.dotted(node.func)
         if name == "super().execute" and self.walk.on_super is not None:
             for finding in self.walk.on_super(self, node):
@@ -309,6 +336,22 @@ class Scope(Names, ast.NodeVisitor):
         if finding is not None:
             self.add(self._guarded(finding), node)
         self._follow_passed_functions(node)
+
+    def _note_growth(self, node: ast.Call) -> None:
+        """``stmts.append(sql)`` / ``self.sql.extend([...])`` on a bound list: the list now holds them too."""
+        func = node.func
+        if (
+            not isinstance(func, ast.Attribute)
+            or func.attr not in {"append", "extend"}
+            or len(node.args) != 1
+        ):
+            return
+        key = target_key(func.value)
+        if key is None or key not in self.names:
+            return
+        added = node.args[0] if func.attr == "append" else ast.Starred(value=node.args[0], ctx=ast.Load())
+        before = ast.Starred(value=ast.parse(key, mode="eval").body, ctx=ast.Load())
+        self.names.bind(key, ast.List(elts=[before, added], ctx=ast.Load()))
 
     def _guarded(self, finding: Finding) -> Finding:
         if self.protected and finding.verdict in {"risky", "unknown"}:
@@ -326,6 +369,13 @@ class Scope(Names, ast.NodeVisitor):
         return judge_library_call(node, attr, origin, self)
 
     def add(self, finding: Finding, node: ast.AST) -> None:
+        if (
+            finding.category == "append"
+            and isinstance(node, ast.Call)
+            and inserts_only_missing(node, self, self.guards)
+        ):
+            why = "inserts only what the target does not hold yet (it reads the target first)"
+            finding = Finding("safe", "insert_missing", [Reason(why, exprs.snippet(node))])
         finding.reasons = [r.located(self.file, self.line(node)) for r in finding.reasons]
         if self.in_callback and "effect(" in finding.fix:
             name = getattr(self.fn, "__name__", "it")

@@ -192,14 +192,8 @@ def _by_kind(task: Any, dag: Any, names: list[str]) -> Finding:
         )
     if any(n in {"BashOperator", "_BashDecoratedOperator"} for n in names):
         return _bash(task, dag, names)
-    if any(n.startswith(_NOTIFIERS) for n in names[:1]):
-        return Finding(
-            "risky",
-            "notification",
-            [Reason(f"{names[0]} sends again on a re-run")],
-            f'a @task sending it inside effect("{task.task_id}", payload=...) '
-            "(airflow_crashsafe.effects.effect)",
-        )
+    if any(n.startswith(_NOTIFIERS) for n in names):
+        return _notifier(task, dag, names)
     if any(n in {"HttpOperator", "SimpleHttpOperator"} for n in names):
         return _http(task, dag)
     if "TriggerDagRunOperator" in names:
@@ -338,8 +332,34 @@ def _http(task: Any, dag: Any) -> Finding:
     )
 
 
+def _notifier(task: Any, dag: Any, names: list[str]) -> Finding:
+    """A mail/chat/SMS operator (a team's subclass too): it sends again on a re-run."""
+    sender = next(n for n in names if n.startswith(_NOTIFIERS))
+
+    def sends(t: Any) -> Finding:
+        return Finding(
+            "risky",
+            "notification",
+            [
+                Reason(
+                    f"{names[0]} ({sender}) sends again on a re-run"
+                    if names[0] != sender
+                    else f"{sender} sends again on a re-run"
+                )
+            ],
+            f'a @task sending it inside effect("{task.task_id}", payload=...) '
+            "(airflow_crashsafe.effects.effect)",
+        )
+
+    own = judge_own_execute(task, dag, sends)
+    return own if own is not None else sends(task)
+
+
 def _trigger(task: Any, dag: Any) -> Finding:
     """A run-derived ``trigger_run_id`` finds the run; only ``skip_when_already_exists`` makes that a skip."""
+    own = judge_own_execute(task, dag, lambda t: _trigger(t, dag))
+    if own is not None:
+        return own
     run_id = Renderer(dag, task).render(_arg(task, "trigger_run_id"))
     keyed = bool(run_id) and any(m in str(run_id) for m in MARKERS)
     if keyed and _arg(task, "reset_dag_run", False):

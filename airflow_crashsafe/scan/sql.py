@@ -35,7 +35,7 @@ from airflow_crashsafe.scan.sql_keys import (
     merge_finding,
     target_names,
 )
-from airflow_crashsafe.scan.sql_swaps import alter_finding, command_moves
+from airflow_crashsafe.scan.sql_swaps import TRANSACTIONAL_DDL, alter_finding, command_moves
 
 __all__ = ["PARAM_MARK", "SqlFacts", "classify_sql", "dialect_of", "mark_placeholders"]
 
@@ -104,6 +104,10 @@ class SqlFacts:
     #: Tables this task builds, and live names it drops or renames away (:mod:`.sql_swaps`).
     created: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
+    dialect: str | None = None
+    prepared: set[str] = field(default_factory=set)
+    #: Tables read so far (a Python insert guarded by a read of its own target inserts only what is missing).
+    read: list[str] = field(default_factory=list)
 
 
 def _brief(stmt: exp.Expression) -> str:
@@ -139,7 +143,7 @@ def _is_scoped(where: exp.Expression | None, markers: Collection[str]) -> bool:
 
 def _command_finding(stmt: exp.Command, text: str, facts: SqlFacts) -> Finding:
     word = str(stmt.this).upper()
-    moved = command_moves(text, facts.created, facts.gone)
+    moved = command_moves(text, facts.created, facts.gone, atomic=False)
     if moved is not None:
         return moved
     if word == "REPLACE":
@@ -165,6 +169,20 @@ _IDEMPOTENT_DDL = re.compile(
 )
 
 
+_COMPOUND_SET = re.compile(r"\bSET\b.*?\b\w+\s*[-+*/|]=", re.IGNORECASE | re.DOTALL)
+_PREPARE = re.compile(r"\bPREPARE\s+(\w+)\s*(\([^)]*\))?\s+AS\s+", re.IGNORECASE)
+
+
+def _unprepare(text: str, facts: SqlFacts) -> str:
+    """``PREPARE p AS <stmt>`` becomes ``<stmt>``; ``EXECUTE p(...)`` of a prepared one runs it: dropped."""
+    for match in _PREPARE.finditer(text):
+        facts.prepared.add(match.group(1).lower())
+    text = _PREPARE.sub("", text)
+    for name in facts.prepared:
+        text = re.sub(rf"\bEXECUTE\s+{re.escape(name)}\b[^;]*;?", "", text, flags=re.IGNORECASE)
+    return text
+
+
 def _parse(text: str, dialect: str | None, facts: SqlFacts) -> list[Any]:
     """The statements of ``text``; one that does not parse becomes a finding of its own.
 
@@ -187,6 +205,10 @@ def _parse(text: str, dialect: str | None, facts: SqlFacts) -> list[Any]:
                 facts.findings.append(
                     Finding("safe", "idempotent_ddl", [Reason("idempotent DDL", _short(part))])
                 )
+                continue
+            if _COMPOUND_SET.search(part):  # T-SQL's SET n += 1, which sqlglot does not read
+                why = "an UPDATE adding to a column adds again on a re-run"
+                facts.findings.append(Finding("risky", "increment", [Reason(why, _short(part))]))
                 continue
             why = f"the SQL does not parse: {str(exc).splitlines()[0][:120]}"
             facts.findings.append(Finding("unknown", "unparsed_sql", [Reason(why, _short(part))]))
@@ -213,7 +235,8 @@ def classify_sql(
     """
     fixes = fix_for or {}
     facts = facts if facts is not None else SqlFacts()
-    text = mark_placeholders(sql)
+    facts.dialect = dialect
+    text = _unprepare(mark_placeholders(sql), facts)
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # a fallback to Command is our "unknown"
     statements = _parse(text, dialect, facts)
     in_txn = transactional or any(isinstance(s, exp.Transaction) for s in statements)
@@ -242,6 +265,7 @@ def _statement(
                 "ddl",
                 [Reason("SELECT INTO creates a table: a re-run fails, it adds nothing", _brief(stmt))],
             )
+        facts.read += [_name(t) for t in stmt.find_all(exp.Table)]
         return Finding("safe", "read_only", [Reason("a read", _brief(stmt))])
     if isinstance(stmt, exp.Create):
         name = _table(stmt.this)
@@ -257,7 +281,8 @@ def _statement(
             facts.gone.add(_name(dropped).lower())
             facts.created.discard(_name(dropped).lower())
     if isinstance(stmt, exp.Alter):
-        moved = alter_finding(stmt, facts.created, facts.gone)
+        atomic = in_txn and facts.dialect in TRANSACTIONAL_DDL
+        moved = alter_finding(stmt, facts.created, facts.gone, atomic=atomic)
         if moved is not None:
             return moved
     if isinstance(stmt, exp.Drop | exp.Alter | exp.Grant):

@@ -9,7 +9,11 @@ whose DDL commits at once (Snowflake, MySQL, BigQuery, Oracle) nothing undoes th
 
 The same statements are harmless when the task builds the incoming table itself first (``CREATE
 [OR REPLACE] TABLE new AS ...``): a re-run rebuilds it and publishes it again. A lone rename is
-harmless too: repeated, it fails before changing anything.
+harmless too: repeated, it fails before changing anything; and so is a whole swap run as one
+transaction on an engine whose DDL is transactional (PostgreSQL, SQLite, DuckDB, Redshift) when
+the rename that brings ``new`` in is not guarded: repeated, it fails there and rolls back. Guarded
+(``ALTER TABLE IF EXISTS new RENAME TO live``), it completes without ``new``: the live table is
+gone. MySQL's ``RENAME TABLE a TO b, c TO d`` is one atomic statement.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from sqlglot import exp
 
 from airflow_crashsafe.scan.model import Finding, Reason
 
-__all__ = ["SWAP_FIX", "alter_finding", "command_moves"]
+__all__ = ["SWAP_FIX", "TRANSACTIONAL_DDL", "alter_finding", "command_moves"]
+
+#: sqlglot dialects whose DDL rolls back with the transaction.
+TRANSACTIONAL_DDL = frozenset({"postgres", "sqlite", "duckdb", "redshift"})
 
 SWAP_FIX = (
     "build the incoming table in the same task (CREATE OR REPLACE TABLE <new> AS ...) before the swap, "
@@ -53,12 +60,18 @@ def _risky(why: str, evidence: str) -> Finding:
 
 
 def _moves(
-    pairs: Iterable[tuple[str, str]], created: set[str], gone: set[str], evidence: str
+    pairs: Iterable[tuple[str, str]], created: set[str], gone: set[str], evidence: str, *, undone: bool
 ) -> Finding | None:
-    """Renames ``src -> dst`` in order, against the tables built and cleared earlier in the task."""
+    """Renames ``src -> dst`` in order, against the tables built and cleared earlier in the task.
+
+    ``undone``: a repeat that fails at this rename undoes the steps before it (one transaction of
+    transactional DDL, an unguarded rename), so nothing is lost. Renames of one statement see only
+    what earlier statements cleared (MySQL's multi-table ``RENAME TABLE`` is atomic).
+    """
     finding: Finding | None = None
+    cleared = set(gone)
     for src, dst in pairs:
-        if src not in created and dst in gone and finding is None:
+        if src not in created and dst in cleared and not undone and finding is None:
             finding = _risky(
                 f"{src} is renamed to {dst} after {dst} was dropped or moved away in the same task: "
                 f"a re-run after success moves the live {dst} away again and cannot bring {src} back",
@@ -71,8 +84,12 @@ def _moves(
     return finding
 
 
-def alter_finding(stmt: exp.Alter, created: set[str], gone: set[str]) -> Finding | None:
-    """The finding of an ``ALTER TABLE`` that renames or swaps tables; None for other changes."""
+def alter_finding(stmt: exp.Alter, created: set[str], gone: set[str], *, atomic: bool) -> Finding | None:
+    """The finding of an ``ALTER TABLE`` that renames or swaps tables; None for other changes.
+
+    ``atomic``: the statement runs in one transaction with the ones before it, on an engine whose
+    DDL is transactional.
+    """
     source = _full(stmt.this)
     for action in stmt.args.get("actions") or []:
         if isinstance(action, exp.SwapTable):
@@ -83,11 +100,13 @@ def alter_finding(stmt: exp.Alter, created: set[str], gone: set[str]) -> Finding
                 f"ALTER TABLE {source} SWAP WITH {other}: a re-run swaps the tables back", stmt.sql()[:160]
             )
         if isinstance(action, exp.AlterRename):
-            return _moves([(source, _norm(_full(action.this), source))], created, gone, stmt.sql()[:160])
+            undone = atomic and not stmt.args.get("exists")
+            pairs = [(source, _norm(_full(action.this), source))]
+            return _moves(pairs, created, gone, stmt.sql()[:160], undone=undone)
     return None
 
 
-def command_moves(text: str, created: set[str], gone: set[str]) -> Finding | None:
+def command_moves(text: str, created: set[str], gone: set[str], *, atomic: bool) -> Finding | None:
     """MySQL's ``RENAME TABLE a TO b, c TO d`` and ``EXCHANGE PARTITION ... WITH TABLE``."""
     exchange = _EXCHANGE.search(text)
     if exchange is not None:
@@ -102,6 +121,6 @@ def command_moves(text: str, created: set[str], gone: set[str]) -> Finding | Non
         words = part.split()
         if len(words) == 3 and words[1].upper() == "TO":
             pairs.append((_norm(words[0]), _norm(words[2], _norm(words[0]))))
-    return _moves(pairs, created, gone, text[:160]) or Finding(
+    return _moves(pairs, created, gone, text[:160], undone=atomic) or Finding(
         "safe", "ddl", [Reason("RENAME TABLE: a re-run fails before changing anything", text[:160])]
     )
