@@ -104,6 +104,10 @@ OBJECT_ATTRS = {
     "write_deltalake",
     "write_table",
     "put",
+    "copy_object",
+    "copy_blob",
+    "rewrite",
+    "compose",
 }
 JOB_ATTRS = {
     "submit_job",

@@ -145,6 +145,14 @@ def classify_call(node: ast.Call, name: str, scope: Scope) -> Finding | None:
     base = name.rsplit(".", 1)[0].lower() if "." in name else ""
     task = getattr(scope.fn, "__name__", "task")
     family = _family(node, scope) if base else None
+    target = scope.resolve(node.func)
+    if (
+        target is not None
+        and callable(target)
+        and not isinstance(target, type)
+        and scope.is_user_code(target)
+    ):
+        return None  # the team's own function or method (WarehouseHook.publish): walked, not named
     if name in OPAQUE or ("subprocess" in name and attr in {o.split(".")[-1] for o in OPAQUE}):
         return Finding(
             "unknown",
@@ -201,7 +209,7 @@ def classify_call(node: ast.Call, name: str, scope: Scope) -> Finding | None:
         and (scope.string_of(node.args[0]) or "").lstrip().upper().startswith("COPY")
     ):
         return _sql(node, base, scope, family)
-    if attr in READ_ATTRS and (any(b in base for b in SQL_BASE) or family in {"db", "warehouse"}):
+    if attr in READ_ATTRS and (family in {"db", "warehouse"} or _sql_receiver(node, base, scope, family)):
         return Finding("safe", "read_only", [Reason("a read", snippet(node))])
     return None
 
@@ -351,7 +359,9 @@ def _sql(node: ast.Call, base: str, scope: Scope, family: str | None = None, arg
         core = core_statement(statement, scope)
         if core is not None:
             return core
-        if not sqlish or statement is None:
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        if not sqlish or statement is None or attr in _SQL_IF_CLIENT:  # session.query(Model): the ORM
+            return None
             return None
         return Finding(
             "unknown",

@@ -117,6 +117,9 @@ def string_value(node: ast.expr | None, scope: Scope, depth: int = 0) -> str | N
         return string_value(node.left, scope, depth + 1)
     if isinstance(node, ast.Call):
         return _call_text(node, scope, depth)
+    if isinstance(node, ast.IfExp):  # either branch may run: the first one that reads
+        text = string_value(node.body, scope, depth + 1)
+        return text if text is not None else string_value(node.orelse, scope, depth + 1)
     if isinstance(node, ast.List | ast.Tuple):
         items = [
             string_value(e.value if isinstance(e, ast.Starred) else e, scope, depth + 1) for e in node.elts
@@ -133,17 +136,44 @@ def string_value(node: ast.expr | None, scope: Scope, depth: int = 0) -> str | N
     return None
 
 
+_STR_METHODS = {"strip", "rstrip", "lstrip", "lower", "upper"}
+_SAME_TEXT = _STR_METHODS | {"dedent"}
+_FIELD = re.compile(r"\{([^{}]*)\}")
+
+
+def _format(base: str, node: ast.Call, scope: Scope, depth: int) -> str:
+    """``"...{}...{name}".format(a, name=b)``: each field by its argument's text, else the argument's name."""
+    position = iter(range(len(node.args)))
+
+    def field(match: re.Match[str]) -> str:
+        name = match.group(1).split("!")[0].split(":")[0]
+        if not name:
+            index = next(position, None)
+            arg = node.args[index] if index is not None else None
+        elif name.isdigit():
+            arg = node.args[int(name)] if int(name) < len(node.args) else None
+        else:
+            arg = next((k.value for k in node.keywords if k.arg == name), None)
+        if arg is None:
+            return name or "x"
+        text = string_value(arg, scope, depth + 1)
+        return text if text is not None and "'" not in text else _placeholder(arg)
+
+    return _FIELD.sub(field, base)
+
+
 #: Calls whose text is their first argument's (SQLAlchemy's ``text``, psycopg2's ``sql.SQL``, ...).
 _WRAPPERS = {"text", "dedent", "str", "SQL", "Composed", "Literal", "Identifier"}
 
 
 def _call_text(node: ast.Call, scope: Scope, depth: int) -> str | None:
     func = node.func
-    if isinstance(func, ast.Attribute) and func.attr in {"format", "strip", "dedent", "rstrip", "lstrip"}:
+    if isinstance(func, ast.Attribute) and func.attr == "format":
         base = string_value(func.value, scope, depth + 1)
-        if base is not None and func.attr == "format":
-            return base.replace("{", "").replace("}", "")
-        return base
+        return None if base is None else _format(base, node, scope, depth)
+    if isinstance(func, ast.Attribute) and func.attr in _SAME_TEXT:
+        base = string_value(func.value, scope, depth + 1)
+        return None if base is None else getattr(base, func.attr)() if func.attr in _STR_METHODS else base
     if isinstance(func, ast.Attribute) and func.attr == "join" and node.args:
         sep = string_value(func.value, scope, depth + 1)
         items = node.args[0]

@@ -31,6 +31,15 @@ _SEARCH = {
     "query",
     "lookup",
 }
+#: Hosts that only take pings (cron and heartbeat monitors).
+_PING_HOSTS = (
+    "hc-ping.com",
+    "healthchecks.io",
+    "cronitor.link",
+    "cronitor.io",
+    "nosnch.in",
+    "deadmanssnitch.com",
+)
 _PING_END = {"health", "healthz", "healthcheck", "heartbeat", "ping", "alive", "livez", "readyz"}
 _GRANT = re.compile(r"grant_type", re.IGNORECASE)
 _MUTATION = re.compile(r"\bmutation\b", re.IGNORECASE)
@@ -50,6 +59,7 @@ def read_only_post(url: str, body: str = "") -> str | None:
         return None
     if any(s in _SEARCH for s in segments):
         return "a search or query request: it only reads"
-    if last in _PING_END or "ping" in segments or "heartbeat" in segments:
+    host = url.split("://", 1)[-1].split("/", 1)[0].lower() if "://" in url else ""
+    if last in _PING_END or "ping" in segments or "heartbeat" in segments or host.endswith(_PING_HOSTS):
         return "a health or heartbeat ping: sending it twice changes nothing"
     return None

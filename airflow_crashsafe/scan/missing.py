@@ -44,7 +44,10 @@ def append_target(node: ast.Call, scope: Scope) -> str | None:
         if isinstance(obj, ast.Call):
             return dotted(obj.func).rsplit(".", 1)[-1]
         return None
-    if attr in {"insert_rows", "bulk_insert_mappings", "insert_rows_json", "bulk_load"} and node.args:
+    if (
+        attr in {"insert_rows", "bulk_insert_mappings", "insert_rows_json", "bulk_load", "to_sql", "to_gbq"}
+        and node.args
+    ):
         return scope.string_of(node.args[0]) or dotted(node.args[0]) or None
     if attr in {"execute", "executemany"} and node.args:
         from_core = _core_target(node.args[0], scope)
@@ -152,6 +155,8 @@ def inserts_only_missing(node: ast.Call, scope: Scope, guards: list[ast.expr]) -
         if any(_read_of(e, target, scope) for e in _absence(test)):
             return True
     rows = [*node.args[1:], *(k.value for k in node.keywords if k.arg in {"rows", "mappings", "params"})]
-    if node.args and isinstance(node.func, ast.Attribute) and node.func.attr in {"add_all"}:
+    if isinstance(node.func, ast.Attribute) and node.func.attr in {"add_all"}:
         rows = node.args[:1]
+    if isinstance(node.func, ast.Attribute) and node.func.attr in {"to_sql", "to_gbq"}:
+        rows = [node.func.value]  # the frame itself
     return any(_filtered(r, target, scope) for r in rows)

@@ -35,7 +35,7 @@ from airflow_crashsafe.scan.sql_keys import (
     merge_finding,
     target_names,
 )
-from airflow_crashsafe.scan.sql_swaps import TRANSACTIONAL_DDL, alter_finding, command_moves
+from airflow_crashsafe.scan.sql_swaps import TRANSACTIONAL_DDL, Moves, alter_finding, command_moves
 
 __all__ = ["PARAM_MARK", "SqlFacts", "classify_sql", "dialect_of", "mark_placeholders"]
 
@@ -101,9 +101,8 @@ class SqlFacts:
     #: Temporary tables created so far, and tables cleared (table -> scoped to the run, or whole).
     temp: set[str] = field(default_factory=set)
     cleared: dict[str, bool] = field(default_factory=dict)
-    #: Tables this task builds, and live names it drops or renames away (:mod:`.sql_swaps`).
-    created: set[str] = field(default_factory=set)
-    gone: set[str] = field(default_factory=set)
+    #: Tables this task builds, drops and renames (:mod:`.sql_swaps`).
+    moves: Moves = field(default_factory=Moves)
     dialect: str | None = None
     prepared: set[str] = field(default_factory=set)
     #: Tables read so far (a Python insert guarded by a read of its own target inserts only what is missing).
@@ -143,7 +142,7 @@ def _is_scoped(where: exp.Expression | None, markers: Collection[str]) -> bool:
 
 def _command_finding(stmt: exp.Command, text: str, facts: SqlFacts) -> Finding:
     word = str(stmt.this).upper()
-    moved = command_moves(text, facts.created, facts.gone, atomic=False)
+    moved = command_moves(text, facts.moves, atomic=False)
     if moved is not None:
         return moved
     if word == "REPLACE":
@@ -244,6 +243,7 @@ def classify_sql(
         finding = _statement(stmt, fixes, markers, facts.temp, facts.cleared, in_txn, facts)
         if finding is not None:
             facts.findings.append(finding)
+    facts.findings += facts.moves.settle()
     return facts
 
 
@@ -271,18 +271,16 @@ def _statement(
         name = _table(stmt.this)
         if stmt.find(exp.TemporaryProperty) is not None:
             temp.add(name)
-        facts.created.add(name.lower())
-        facts.gone.discard(name.lower())
+        facts.moves.create(name)
         if stmt.args.get("exists") or stmt.args.get("replace"):
             return Finding("safe", "idempotent_ddl", [Reason("idempotent DDL", _brief(stmt))])
         return Finding("safe", "ddl", [Reason("DDL a re-run fails on instead of repeating", _brief(stmt))])
     if isinstance(stmt, exp.Drop) and str(stmt.args.get("kind") or "").upper() in {"TABLE", "VIEW"}:
         for dropped in stmt.find_all(exp.Table):
-            facts.gone.add(_name(dropped).lower())
-            facts.created.discard(_name(dropped).lower())
+            facts.moves.drop(_name(dropped))
     if isinstance(stmt, exp.Alter):
         atomic = in_txn and facts.dialect in TRANSACTIONAL_DDL
-        moved = alter_finding(stmt, facts.created, facts.gone, atomic=atomic)
+        moved = alter_finding(stmt, facts.moves, atomic=atomic)
         if moved is not None:
             return moved
     if isinstance(stmt, exp.Drop | exp.Alter | exp.Grant):
@@ -371,6 +369,12 @@ def _statement(
                 [Reason("COPY INTO from a stage skips files it already loaded", _brief(stmt))],
             )
         facts.written.append(target)
+        if in_txn and cleared.get(target) or in_txn and cleared.get(_table(stmt.this)):
+            return Finding(
+                "safe",
+                "partition_overwrite",
+                [Reason("the table is cleared then loaded in one transaction", _brief(stmt))],
+            )
         return Finding(
             "risky",
             "append",

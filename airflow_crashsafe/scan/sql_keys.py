@@ -6,8 +6,10 @@ is not when:
 - it adds to a column of the target (``SET n = n + 1``, ``total = t.total + excluded.total``):
   the target's own column read again on the right of its assignment, whatever alias names it;
 - the key it matches on is generated afresh by each run (``nextval``, ``seq.nextval``,
-  ``NEXT VALUE FOR``, ``gen_random_uuid()``, ``UUID_STRING()``): it never matches, so every run
-  inserts; a generated value inserted into the target counts the same way.
+  ``NEXT VALUE FOR``, ``gen_random_uuid()``, ``UUID_STRING()``), in its source or in the values it
+  inserts into a matched column: it never matches, so every run inserts. A surrogate key drawn
+  for a row matched on its business key is fine. An ``ON CONFLICT`` upsert inserting a generated
+  value is assumed to conflict on it (the scan does not see the table's unique constraints).
 
 It also tells an ``INSERT`` that only adds the rows the target does not hold yet (``WHERE NOT
 EXISTS`` / ``NOT IN`` on the target, an anti-join ``LEFT JOIN <target> ... WHERE <target>.k IS
@@ -111,6 +113,26 @@ def _generated_key(stmt: exp.Merge) -> str | None:
     return None
 
 
+def _generates_key(insert: exp.Insert, stmt: exp.Merge) -> bool:
+    """True when the MERGE's INSERT puts a generated value in a column its ``ON`` matches on.
+
+    A surrogate key drawn from a sequence for a row matched on its business key is fine: a re-run
+    matches the business key. Without a column list the scan cannot tell, so it assumes the worst.
+    """
+    values = insert.expression
+    if values is None or not GENERATORS.search(values.sql()):
+        return False
+    columns = insert.this.expressions if isinstance(insert.this, exp.Tuple) else []
+    items = values.expressions if isinstance(values, exp.Tuple) else []
+    on = stmt.args.get("on")
+    if not columns or len(columns) != len(items) or on is None:
+        return True
+    keys = {c.name.lower() for c in on.find_all(exp.Column)}
+    return any(
+        c.name.lower() in keys and GENERATORS.search(v.sql()) for c, v in zip(columns, items, strict=True)
+    )
+
+
 def merge_finding(stmt: exp.Merge, fix: str, brief: str) -> Finding:
     target = target_names(stmt.this)
     generated = _generated_key(stmt)
@@ -125,11 +147,16 @@ def merge_finding(stmt: exp.Merge, fix: str, brief: str) -> Finding:
                 return Finding(
                     "risky", "increment", [Reason("a MERGE that adds to a column counts twice", inc)], fix
                 )
-        if isinstance(then, exp.Insert) and GENERATORS.search(then.sql()):
+        if isinstance(then, exp.Insert) and _generates_key(then, stmt):
             return Finding(
                 "risky",
                 "generated_key_merge",
-                [Reason("a MERGE inserting a generated key inserts twice", then.sql()[:160])],
+                [
+                    Reason(
+                        "a MERGE inserting a generated value into its match key inserts twice",
+                        then.sql()[:160],
+                    )
+                ],
                 fix,
             )
     return Finding("safe", "natural_key_merge", [Reason("MERGE on a key: a re-run finds its rows", brief)])

@@ -42,6 +42,9 @@ def _chain(node: ast.expr, scope: Scope, depth: int = 0) -> tuple[str, ast.Call,
     if not isinstance(node, ast.Call):
         return None
     name = dotted(node.func).rsplit(".", 1)[-1].removesuffix("()")
+    resolved = scope.resolve(node.func) if name not in _ROOTS else None
+    if resolved is not None and str(getattr(resolved, "__module__", "")).startswith("sqlalchemy"):
+        name = str(getattr(resolved, "__name__", name))  # insert as pg_insert
     if name in _ROOTS:
         return name, node, []
     if isinstance(node.func, ast.Attribute):

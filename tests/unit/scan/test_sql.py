@@ -109,6 +109,13 @@ CASES = [
         "postgres",
         "MERGE INTO t USING s ON t.k = s.k WHEN NOT MATCHED THEN INSERT (id, k) VALUES (nextval('q'), s.k)",
         True,
+        "safe",
+        "natural_key_merge",
+    ),
+    (
+        "postgres",
+        "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id, k) VALUES (nextval('q'), s.k)",
+        True,
         "risky",
         "generated_key_merge",
     ),
