@@ -117,7 +117,7 @@ def _http(node: ast.Call, method: str, scope: Scope, url_arg: int = 0) -> Findin
                                 snippet(node),
                             )
                         ],
-                        FIX_HTTP,
+                        FIX_HTTP.format(task=_effect_name(scope)),
                     )
                 return Finding(
                     "safe",
@@ -128,8 +128,13 @@ def _http(node: ast.Call, method: str, scope: Scope, url_arg: int = 0) -> Findin
         "risky",
         "http_mutating",
         [Reason(f"HTTP {method} without an idempotency key: a re-run sends it again", snippet(node))],
-        FIX_HTTP,
+        FIX_HTTP.format(task=_effect_name(scope)),
     )
+
+
+def _effect_name(scope: Scope) -> str:
+    """What to call the effect in a fix: the task's id in its own callable, else the helper's name."""
+    return scope.walk.task_id if scope.depth == 0 else getattr(scope.fn, "__name__", "task")
 
 
 def _family(node: ast.Call, scope: Scope) -> str | None:
@@ -143,7 +148,7 @@ def classify_call(node: ast.Call, name: str, scope: Scope) -> Finding | None:
     """The finding of one call, or None when it reaches nothing outside (or is a user function)."""
     attr = name.rsplit(".", 1)[-1]
     base = name.rsplit(".", 1)[0].lower() if "." in name else ""
-    task = getattr(scope.fn, "__name__", "task")
+    task = _effect_name(scope)
     family = _family(node, scope) if base else None
     target = scope.resolve(node.func)
     if (

@@ -412,7 +412,7 @@ class Scope(Names, ast.NodeVisitor):
         if self.protected:
             for finding in self.walk.findings[before:]:
                 if finding.verdict in {"risky", "unknown"}:
-                    finding.verdict, finding.category = "protected", "crashsafe_helper"
+                    finding.verdict, finding.category, finding.fix = "protected", "crashsafe_helper", ""
         return True
 
     def _bound_for(self, node: ast.Call) -> Any:
