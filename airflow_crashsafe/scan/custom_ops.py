@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_crashsafe.scan.context import MARKERS, Renderer
+from airflow_crashsafe.scan.exprs import is_random
 from airflow_crashsafe.scan.libraries import family_of_module
 from airflow_crashsafe.scan.model import Finding, Reason, combine
 from airflow_crashsafe.scan.python_code import Scope, analyze_callable
@@ -89,6 +90,10 @@ def judge_own_execute(task: Any, dag: Any, parent: Rule | None) -> Finding | Non
     return combine(findings)
 
 
+#: Appended to a field built from a clock or a random draw: it renders differently in every attempt.
+_PER_ATTEMPT = "-{{ ti.id }}"
+
+
 class _RuntimeValue(str):
     """A field ``execute`` builds from data at run time: SQL text the parser reports as unreadable."""
 
@@ -102,11 +107,12 @@ def _assigned_fields(scope: Scope) -> dict[str, Any]:
         attr = key.split(".", 1)[1]
         node = ast.parse(key, mode="eval").body
         text = scope.string_of(node)
-        if text is not None:
-            out[attr] = text
-            continue
         with scope.lookup(key) as found:
-            literal = _literal(found[0]) if found is not None else None
+            random = found is not None and is_random(found[0], found[1])  # type: ignore[arg-type]
+            literal = _literal(found[0]) if found is not None and text is None else None
+        if text is not None:
+            out[attr] = text + _PER_ATTEMPT if random else text
+            continue
         out[attr] = literal if literal is not None else _RuntimeValue(f"<{key} built at run time>")
     return out
 

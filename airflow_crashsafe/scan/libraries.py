@@ -121,10 +121,10 @@ _READ = re.compile(
     r"assume_role|set_autocommit|get_autocommit)",
     re.IGNORECASE,
 )
-_DELETE = re.compile(r"^(delete|remove|drop|hdel|srem|zrem|unlink|expire|persist)", re.IGNORECASE)
+_DELETE = re.compile(r"^(delete|remove|drop|hdel|srem|zrem|unlink)", re.IGNORECASE)
 _KEYED = {
     "set", "mset", "setex", "psetex", "hset", "hmset", "sadd", "zadd", "put_item", "upsert_item",
-    "replace_one", "put_parameter", "queue_declare", "exchange_declare", "queue_bind", "create_index",
+    "replace_one", "put_parameter", "queue_declare", "exchange_declare", "queue_bind", "create_index", "expire", "expireat", "persist",
     "put_object_tagging", "put_bucket_policy", "set_blob_metadata", "patch", "setnx", "getset",
 }  # fmt: skip
 _INCREMENT = {"incr", "incrby", "incrbyfloat", "decr", "decrby", "hincrby", "hincrbyfloat", "zincrby"}
@@ -167,13 +167,13 @@ def is_factory(name: str) -> bool:
 
 def family_of_module(module: str) -> str | None:
     """The family of a module path (``user``, ``pure``, ``http``, ``cloud``, ...); None: unknown library."""
-    if module == "builtins" or module.startswith(_PURE_AIRFLOW):
+    if module == "builtins" or module.startswith(_PURE_AIRFLOW) or module.startswith("urllib.parse"):
         return "pure"
     top = module.split(".")[0]
     found = max((p for p in _FAMILIES if module == p or module.startswith(p + ".")), key=len, default=None)
     if found is not None and found != "airflow":
         return _FAMILIES[found]
-    if top in _PURE or module.startswith("urllib.parse"):
+    if top in _PURE:
         return "pure"
     if found == "airflow":
         return "pure"

@@ -285,8 +285,8 @@ class Scope(Names, ast.NodeVisitor):
         self._bind(
             node.target, ast.Subscript(value=node.iter, slice=ast.Constant(exprs.EACH), ctx=ast.Load())
         )
-        for stmt in node.body + node.orelse:
-            self.visit(stmt)
+        self._block(node.body)
+        self._block(node.orelse)
 
     visit_AsyncFor = visit_For  # type: ignore[assignment]
 

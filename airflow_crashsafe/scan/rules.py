@@ -360,8 +360,10 @@ def _trigger(task: Any, dag: Any) -> Finding:
     own = judge_own_execute(task, dag, lambda t: _trigger(t, dag))
     if own is not None:
         return own
-    run_id = Renderer(dag, task).render(_arg(task, "trigger_run_id"))
-    keyed = bool(run_id) and any(m in str(run_id) for m in MARKERS)
+    raw = _arg(task, "trigger_run_id")
+    run_id = Renderer(dag, task).render(raw)
+    again = Renderer(dag, task, attempt=2).render(raw)
+    keyed = bool(run_id) and any(m in str(run_id) for m in MARKERS) and again == run_id
     if keyed and _arg(task, "reset_dag_run", False):
         return Finding(
             "risky",

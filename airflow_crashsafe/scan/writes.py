@@ -131,9 +131,14 @@ def classify_write(node: ast.Call, name: str, attr: str, scope: Scope) -> Findin
     if attr in _STREAMING:
         return _append(f"{attr}() appends the rows again on a re-run", node)
     if attr in _DISPOSED and (attr != "query" or kw(node, "job_config") is not None):
-        return disposition_finding(
-            _bound_text(node, scope), appends_by_default=attr in _APPEND_BY_DEFAULT, evidence=snippet(node)
-        )
+        text = _bound_text(node, scope)
+        loads = attr in _APPEND_BY_DEFAULT or (attr in {"insert_job", "run_load"} and "load" in text)
+        found = disposition_finding(text, appends_by_default=loads, evidence=snippet(node))
+        if found is None and attr in {"copy_table", "run_copy"}:
+            return _overwrite(
+                "a copy job without a disposition (WRITE_EMPTY) fails on a table that holds rows", node
+            )
+        return found
     if attr == "write_pandas" or name.endswith("write_pandas"):
         if _is_true(kw(node, "overwrite")):
             return _overwrite("write_pandas(overwrite=True) replaces the table", node)
