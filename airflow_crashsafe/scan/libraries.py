@@ -165,6 +165,7 @@ def is_factory(name: str) -> bool:
     return name in FACTORIES or name[:1].isupper() or name.startswith("from_")
 
 
+@functools.cache
 def family_of_module(module: str) -> str | None:
     """The family of a module path (``user``, ``pure``, ``http``, ``cloud``, ...); None: unknown library."""
     if module == "builtins" or module.startswith(_PURE_AIRFLOW) or module.startswith("urllib.parse"):

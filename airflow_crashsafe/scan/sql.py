@@ -236,7 +236,9 @@ def classify_sql(
     facts = facts if facts is not None else SqlFacts()
     facts.dialect = dialect
     text = _unprepare(mark_placeholders(sql), facts)
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # a fallback to Command is our "unknown"
+    sqlglot_log = logging.getLogger("sqlglot")
+    if sqlglot_log.level != logging.ERROR:  # a fallback to Command is our "unknown"; set once (it clears caches)
+        sqlglot_log.setLevel(logging.ERROR)
     statements = _parse(text, dialect, facts)
     in_txn = transactional or any(isinstance(s, exp.Transaction) for s in statements)
     for stmt in statements:
