@@ -61,9 +61,9 @@ def _dialect(base: str, scope: Scope, depth: int = 0) -> str | None:
             if found is not None:
                 value, inner_scope = found
                 inner = dotted(value.func) if isinstance(value, ast.Call) else dotted(value)
-                dialect = _dialect(inner, inner_scope, depth + 1)
-                if dialect:
-                    return dialect
+                found_dialect = _dialect(inner, inner_scope, depth + 1)
+                if found_dialect:
+                    return found_dialect
     if depth == 0 and root:
         origin = scope.origin(ast.Name(id=root, ctx=ast.Load())) or ""
         for prefix, dialect in _ORIGIN_DIALECTS.items():

@@ -56,13 +56,13 @@ def own_execute(task: Any) -> Callable[..., Any] | None:
         if "execute" in vars(klass):
             module = klass.__module__ or ""
             if family_of_module(module) == "user" and not module.startswith("airflow_crashsafe"):
-                return vars(klass)["execute"]  # type: ignore[no-any-return]
+                return vars(klass)["execute"]
             return None
     return None
 
 
 def judge_own_execute(task: Any, dag: Any, parent: Rule | None) -> Finding | None:
-    """The finding of the task's own ``execute`` (``parent`` judges ``super().execute``); None if it has none."""
+    """The finding of the task's own ``execute`` (``parent`` judges ``super().execute``), None without one."""
     execute = own_execute(task)
     if execute is None:
         return None
@@ -101,14 +101,14 @@ class _RuntimeValue(str):
 def _assigned_fields(scope: Scope) -> dict[str, Any]:
     """The ``self.<field>`` values the method assigned so far, as text where they can be read."""
     out: dict[str, Any] = {}
-    for key in scope.names.keys():
+    for key in scope.names.keys():  # noqa: SIM118 (Bindings, not a dict)
         if not key.startswith("self.") or key.count(".") != 1:
             continue
         attr = key.split(".", 1)[1]
         node = ast.parse(key, mode="eval").body
         text = scope.string_of(node)
         with scope.lookup(key) as found:
-            random = found is not None and is_random(found[0], found[1])  # type: ignore[arg-type]
+            random = found is not None and is_random(found[0], found[1])
             literal = _literal(found[0]) if found is not None and text is None else None
         if text is not None:
             out[attr] = text + _PER_ATTEMPT if random else text

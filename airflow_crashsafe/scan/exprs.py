@@ -202,7 +202,7 @@ def _item_text(node: ast.Subscript, scope: Scope, depth: int) -> str | None:
                 value = scope.value_of(base)
                 if isinstance(value, dict | list | tuple):
                     try:
-                        item = value[key]
+                        item = value[key]  # type: ignore[index]
                     except (KeyError, IndexError, TypeError):
                         return None
                     return item if isinstance(item, str) else None

@@ -16,21 +16,14 @@ import re
 __all__ = ["read_only_post"]
 
 #: The last segment of a token endpoint's path (``/oauth2/v2.0/token``, ``/auth/login``).
-_TOKEN_END = {"token", "access_token", "accesstoken", "login", "signin", "sign-in", "sign_in", "authenticate",
-              "auth", "refresh", "refresh_token"}  # fmt: skip
-#: A segment that makes the request a search or a query (``/orders/_search``, ``/api/v1/query``).
-_SEARCH = {
-    "_search",
-    "_msearch",
-    "_count",
-    "_mget",
-    "_sql",
-    "_validate",
-    "_explain",
-    "search",
-    "query",
-    "lookup",
-}
+_TOKEN_END = {
+    "token", "access_token", "accesstoken", "login", "signin", "sign-in", "sign_in", "authenticate", "auth",
+    "refresh_token",
+}  # fmt: skip
+#: The last segment of a search or query endpoint (``/api/v1/query``); Elasticsearch's ``_search``
+#: family anywhere in the path (``/orders/_search/scroll``).
+_SEARCH = {"search", "query", "lookup"}
+_SEARCH_ANYWHERE = {"_search", "_msearch", "_count", "_mget", "_sql", "_validate", "_explain"}
 #: Hosts that only take pings (cron and heartbeat monitors).
 _PING_HOSTS = (
     "hc-ping.com",
@@ -57,7 +50,7 @@ def read_only_post(url: str, body: str = "") -> str | None:
         if body and not _MUTATION.search(body):
             return "a GraphQL query without a mutation: it only reads"
         return None
-    if any(s in _SEARCH for s in segments):
+    if last in _SEARCH or any(s in _SEARCH_ANYWHERE for s in segments):
         return "a search or query request: it only reads"
     host = url.split("://", 1)[-1].split("/", 1)[0].lower() if "://" in url else ""
     if last in _PING_END or "ping" in segments or "heartbeat" in segments or host.endswith(_PING_HOSTS):

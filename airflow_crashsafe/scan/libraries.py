@@ -79,27 +79,24 @@ _PURE_AIRFLOW = ("airflow.models", "airflow.sdk", "airflow.utils", "airflow.macr
 #: Module prefix -> family (the longest prefix wins).
 _FAMILIES = {
     "requests": "http", "httpx": "http", "urllib": "http", "urllib3": "http", "aiohttp": "http",
-    "http": "http", "requests_toolbelt": "http",
-    "psycopg2": "db", "psycopg": "db", "pymysql": "db", "MySQLdb": "db", "mysql": "db",
-    "sqlite3": "db", "pyodbc": "db", "cx_Oracle": "db", "oracledb": "db", "pymssql": "db",
-    "redshift_connector": "db", "teradatasql": "db", "trino": "db", "pyhive": "db",
+    "http": "http", "requests_toolbelt": "http", "psycopg2": "db", "psycopg": "db", "pymysql": "db",
+    "MySQLdb": "db", "mysql": "db", "sqlite3": "db", "pyodbc": "db", "cx_Oracle": "db", "oracledb": "db",
+    "pymssql": "db", "redshift_connector": "db", "teradatasql": "db", "trino": "db", "pyhive": "db",
     "sqlalchemy": "db", "duckdb": "db", "clickhouse_driver": "db", "clickhouse_connect": "db",
     "pyathena": "db", "snowflake.connector": "db", "snowflake.sqlalchemy": "db", "databricks.sql": "db",
-    "vertica_python": "db", "pg8000": "db", "asyncpg": "db", "ibis": "db",
-    "snowflake": "warehouse", "databricks": "warehouse", "pyspark": "warehouse",
-    "boto3": "cloud", "botocore": "cloud", "aiobotocore": "cloud", "awswrangler": "cloud", "s3fs": "cloud",
-    "google": "cloud", "gcsfs": "cloud", "azure": "cloud", "adlfs": "cloud", "pandas_gbq": "cloud",
-    "googleapiclient": "builder",
+    "vertica_python": "db", "pg8000": "db", "asyncpg": "db", "ibis": "db", "snowflake": "warehouse",
+    "databricks": "warehouse", "pyspark": "warehouse", "boto3": "cloud", "botocore": "cloud",
+    "aiobotocore": "cloud", "awswrangler": "cloud", "s3fs": "cloud", "google": "cloud", "gcsfs": "cloud",
+    "azure": "cloud", "adlfs": "cloud", "pandas_gbq": "cloud", "googleapiclient": "builder",
     "kafka": "queue", "confluent_kafka": "queue", "aiokafka": "queue", "pika": "queue", "kombu": "queue",
     "nats": "queue", "pulsar": "queue", "celery": "queue", "stomp": "queue", "paho": "queue",
-    "elasticsearch": "search", "opensearchpy": "search", "elasticsearch_dsl": "search",
-    "redis": "cache", "pymemcache": "cache", "memcache": "cache",
-    "pymongo": "documents", "motor": "documents",
+    "elasticsearch": "search", "opensearchpy": "search", "elasticsearch_dsl": "search", "redis": "cache",
+    "pymemcache": "cache", "memcache": "cache", "pymongo": "documents", "motor": "documents",
     "paramiko": "files", "pysftp": "files", "ftplib": "files", "smbclient": "files", "fsspec": "files",
     "smtplib": "messages", "slack_sdk": "messages", "slack": "messages", "twilio": "messages",
     "sendgrid": "messages", "telegram": "messages", "discord": "messages", "pymsteams": "messages",
-    "airflow.providers": "hooks", "airflow.api": "hooks", "airflow": "pure",
-    "socket": "network", "ssl": "network", "xmlrpc": "network", "imaplib": "network", "poplib": "network",
+    "airflow.providers": "hooks", "airflow.api": "hooks", "airflow": "pure", "socket": "network",
+    "ssl": "network", "xmlrpc": "network", "imaplib": "network", "poplib": "network",
     "telnetlib": "network", "subprocess": "network", "multiprocessing": "pure",
 }  # fmt: skip
 _LIBRARY_ROOTS = tuple(
@@ -124,12 +121,49 @@ _READ = re.compile(
 _DELETE = re.compile(r"^(delete|remove|drop|hdel|srem|zrem|unlink)", re.IGNORECASE)
 _KEYED = {
     "set", "mset", "setex", "psetex", "hset", "hmset", "sadd", "zadd", "put_item", "upsert_item",
-    "replace_one", "put_parameter", "queue_declare", "exchange_declare", "queue_bind", "create_index", "expire", "expireat", "persist",
-    "put_object_tagging", "put_bucket_policy", "set_blob_metadata", "patch", "setnx", "getset",
+    "replace_one", "put_parameter", "queue_declare", "exchange_declare", "queue_bind", "create_index",
+    "expire", "expireat", "persist", "put_object_tagging", "put_bucket_policy", "set_blob_metadata",
+    "patch", "setnx", "getset",
 }  # fmt: skip
 _INCREMENT = {"incr", "incrby", "incrbyfloat", "decr", "decrby", "hincrby", "hincrbyfloat", "zincrby"}
-_APPEND = {"insert_one", "insert_many", "insert_rows_json", "insert_rows", "insert_rows_from_dataframe",
-           "insert_all", "add", "append", "append_rows", "create_item", "send_batch"}  # fmt: skip
+_APPEND = {
+    "insert_one", "insert_many", "insert_rows_json", "insert_rows", "insert_rows_from_dataframe",
+    "insert_all", "add", "append", "append_rows", "create_item", "send_batch",
+}  # fmt: skip
+#: Object stores and file servers: writes under a name (judged by whether the name is random).
+_OBJECT_VERBS = {
+    "upload",
+    "store_file",
+    "copy",
+    "rewrite",
+    "compose",
+    "move",
+    "copy_file",
+    "copy_blob",
+    "put_file",
+}
+_NOTIFY_VERBS = {
+    "send",
+    "send_event",
+    "create_event",
+    "notify",
+    "post",
+    "create_alert",
+    "trigger",
+    "send_message",
+}
+_NOTIFIERS = (
+    "pagerduty",
+    "opsgenie",
+    "slack",
+    "discord",
+    "telegram",
+    "twilio",
+    "sendgrid",
+    "smtp",
+    "teams",
+    "chime",
+)
 _INC_DOC = re.compile(r"\$inc\b|\$push\b|\$addToSet\b|\bADD\s+[#:\w]|(\w+)\s*=\s*\1\s*[+-]|Increment\(|\+=")
 
 FIX_OPAQUE = (
@@ -265,6 +299,26 @@ def _by_verb(node: ast.Call, attr: str, scope: Scope) -> Finding | None:
             )
         why = "a write by key: a re-run overwrites the same entry"
         return Finding("safe", "keyed_write", [Reason(why, snippet(node))])
+    if attr in _OBJECT_VERBS:
+        random = is_random(node, scope)
+        why = "an object copied or uploaded under a " + (
+            "random name: a re-run writes another"
+            if random
+            else "name fixed by the run: a re-run overwrites it"
+        )
+        return Finding(
+            "risky" if random else "safe",
+            "object_write_random" if random else "object_write_fixed",
+            [Reason(why, snippet(node))],
+            _fix(scope) if random else "",
+        )
+    if attr in _NOTIFY_VERBS and any(s in origin_hint(scope, node) for s in _NOTIFIERS):
+        return Finding(
+            "risky",
+            "notification",
+            [Reason("a notification is sent again on a re-run", snippet(node))],
+            _fix(scope),
+        )
     if attr in _APPEND or attr == "index":
         return Finding(
             "risky",
@@ -273,6 +327,12 @@ def _by_verb(node: ast.Call, attr: str, scope: Scope) -> Finding | None:
             _fix(scope),
         )
     return None
+
+
+def origin_hint(scope: Scope, node: ast.Call) -> str:
+    """The lower-cased module the call's receiver comes from ('' when not known)."""
+    receiver = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+    return (scope.origin(receiver) or "").lower()
 
 
 def _builder(node: ast.Call, attr: str, scope: Scope) -> Finding | None:

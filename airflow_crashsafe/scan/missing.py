@@ -79,8 +79,9 @@ def _core_target(expr: ast.expr, scope: Scope) -> str | None:
 
 
 def _mentions(name: str, text: str) -> bool:
-    short = name.rsplit(".", 1)[-1].lower()
-    return bool(short) and short in text.lower()
+    """The table or model's own name appears in ``text`` as a word (``events``, not ``events_log``)."""
+    short = name.rsplit(".", 1)[-1].strip('"`').lower()
+    return bool(short) and re.search(rf"(?<![\w$]){re.escape(short)}(?![\w$])", text.lower()) is not None
 
 
 def _read_of(expr: ast.expr, target: str, scope: Scope, depth: int = 0) -> bool:
@@ -95,9 +96,13 @@ def _read_of(expr: ast.expr, target: str, scope: Scope, depth: int = 0) -> bool:
             with scope.lookup(sub.id) as found:
                 if found is not None and _read_of(found[0], target, found[1], depth + 1):
                     return True
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "select" in sub.value.lower():
-            if _mentions(target, sub.value):
-                return True
+        if (
+            isinstance(sub, ast.Constant)
+            and isinstance(sub.value, str)
+            and "select" in sub.value.lower()
+            and _mentions(target, sub.value)
+        ):
+            return True
     return depth > 0 and _sql_read_before(expr, target, scope)
 
 
@@ -131,14 +136,20 @@ def _absence(test: ast.expr) -> list[ast.expr]:
 def _filtered(expr: ast.expr, target: str, scope: Scope, depth: int = 0) -> bool:
     """The rows passed are filtered against a read of the target (``not in`` / ``~isin``)."""
     for sub in ast.walk(expr):
-        if isinstance(sub, ast.Compare) and any(isinstance(o, ast.NotIn) for o in sub.ops):
-            if any(_read_of(c, target, scope, 1) for c in sub.comparators):
-                return True
+        if (
+            isinstance(sub, ast.Compare)
+            and any(isinstance(o, ast.NotIn) for o in sub.ops)
+            and any(_read_of(c, target, scope, 1) for c in sub.comparators)
+        ):
+            return True
         if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Invert | ast.Not):
             inner = sub.operand
-            if isinstance(inner, ast.Call) and dotted(inner.func).endswith("isin"):
-                if any(_read_of(a, target, scope, 1) for a in inner.args):
-                    return True
+            if (
+                isinstance(inner, ast.Call)
+                and dotted(inner.func).endswith("isin")
+                and any(_read_of(a, target, scope, 1) for a in inner.args)
+            ):
+                return True
         if depth < 3 and isinstance(sub, ast.Name):
             with scope.lookup(sub.id) as found:
                 if found is not None and _filtered(found[0], target, found[1], depth + 1):

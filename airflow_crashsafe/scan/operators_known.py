@@ -34,14 +34,24 @@ _JOBS = {
 }  # fmt: skip
 #: Arguments that make a job submission idempotent (the service finds the job a token started).
 _JOB_TOKENS = ("idempotency_token", "request_id", "client_request_token", "batch_id")
-_OPAQUE = {"SparkSubmitOperator", "SSHOperator", "LambdaInvokeFunctionOperator", "SparkSqlOperator",
-           "SparkJDBCOperator", "WinRMOperator", "DbtRunOperator", "DbtBuildOperator", "BeamRunPythonPipelineOperator"}  # fmt: skip
-_READS = {"S3ListOperator", "GCSListObjectsOperator", "S3ListPrefixesOperator", "BigQueryGetDataOperator",
-          "BigQueryCheckOperator", "BigQueryValueCheckOperator", "ExternalTaskMarker", "BigQueryTableExistenceSensor"}  # fmt: skip
-_DELETES = {"S3DeleteObjectsOperator", "GCSDeleteObjectsOperator", "BigQueryDeleteTableOperator",
-            "S3DeleteBucketOperator", "GCSDeleteBucketOperator", "BigQueryDeleteDatasetOperator"}  # fmt: skip
-_CREATES = {"BigQueryCreateEmptyTableOperator", "BigQueryCreateEmptyDatasetOperator", "S3CreateBucketOperator",
-            "GCSCreateBucketOperator", "BigQueryCreateTableOperator"}  # fmt: skip
+_OPAQUE = {
+    "SparkSubmitOperator", "SSHOperator", "LambdaInvokeFunctionOperator", "SparkSqlOperator",
+    "SparkJDBCOperator", "WinRMOperator", "DbtRunOperator", "DbtBuildOperator",
+    "BeamRunPythonPipelineOperator",
+}  # fmt: skip
+_READS = {
+    "S3ListOperator", "GCSListObjectsOperator", "S3ListPrefixesOperator", "BigQueryGetDataOperator",
+    "BigQueryCheckOperator", "BigQueryValueCheckOperator", "ExternalTaskMarker",
+    "BigQueryTableExistenceSensor",
+}  # fmt: skip
+_DELETES = {
+    "S3DeleteObjectsOperator", "GCSDeleteObjectsOperator", "BigQueryDeleteTableOperator",
+    "S3DeleteBucketOperator", "GCSDeleteBucketOperator", "BigQueryDeleteDatasetOperator",
+}  # fmt: skip
+_CREATES = {
+    "BigQueryCreateEmptyTableOperator", "BigQueryCreateEmptyDatasetOperator", "S3CreateBucketOperator",
+    "GCSCreateBucketOperator", "BigQueryCreateTableOperator",
+}  # fmt: skip
 _RANDOM = re.compile(r"uuid|now\(|utcnow|random|time\(\)|try_number", re.IGNORECASE)
 _OBJECT_TARGETS = ("dest_key", "s3_key", "dest_s3_key", "destination_object", "dst", "dest_bucket_key",
                    "filename", "object_name", "remote_filepath", "dest_blob", "destination_path")  # fmt: skip
@@ -70,7 +80,8 @@ def classify_known(names: list[str], get: Get, *, markers: tuple[str, ...] = ())
             "unknown",
             "opaque_command",
             [Reason(f"{name} runs a program whose effect is not readable here")],
-            "replay_safe(task, reason=...) if running it twice is harmless; otherwise make it key its writes by the run",
+            "replay_safe(task, reason=...) if running it twice is harmless; "
+            "otherwise make it key its writes by the run",
         )
     if name in _JOBS:
         token = next((t for t in _JOB_TOKENS if get(t)), None)
@@ -215,6 +226,25 @@ def _sftp(name: str, get: Get, markers: tuple[str, ...]) -> Finding:
     return _object_write(name, get, markers)
 
 
+_OBJECT_WRITERS = (
+    "LocalFilesystemToS3Operator",
+    "SqlToS3Operator",
+    "S3CopyObjectOperator",
+    "GCSToGCSOperator",
+    "LocalFilesystemToGCSOperator",
+    "PostgresToGCSOperator",
+    "MySQLToGCSOperator",
+    "BigQueryToGCSOperator",
+    "GCSToS3Operator",
+    "S3ToGCSOperator",
+    "S3FileTransformOperator",
+    "SFTPToS3Operator",
+    "S3ToSFTPOperator",
+    "LocalFilesystemToWasbOperator",
+    "HttpToS3Operator",
+    "SFTPToGCSOperator",
+    "GCSToSFTPOperator",
+)
 _RULES: dict[str, Callable[[str, Get, tuple[str, ...]], Finding]] = {
     "SQLInsertRowsOperator": _insert_rows,
     "BigQueryInsertJobOperator": _bigquery_job,
@@ -229,5 +259,5 @@ _RULES: dict[str, Callable[[str, Get, tuple[str, ...]], Finding]] = {
     "S3ToSnowflakeOperator": _stage_copy,
     "AthenaOperator": _athena,
     "SFTPOperator": _sftp,
-    **dict.fromkeys(("LocalFilesystemToS3Operator", "SqlToS3Operator", "S3CopyObjectOperator", "GCSToGCSOperator", "LocalFilesystemToGCSOperator", "PostgresToGCSOperator", "MySQLToGCSOperator", "BigQueryToGCSOperator", "GCSToS3Operator", "S3ToGCSOperator", "S3FileTransformOperator", "SFTPToS3Operator", "S3ToSFTPOperator", "LocalFilesystemToWasbOperator", "HttpToS3Operator", "SFTPToGCSOperator", "GCSToSFTPOperator"), _object_write),
+    **dict.fromkeys(_OBJECT_WRITERS, _object_write),
 }  # fmt: skip

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_crashsafe.scan import exprs
+from airflow_crashsafe.scan.binder import Binder
 from airflow_crashsafe.scan.call_names import RUN_SCOPED
 from airflow_crashsafe.scan.calls import classify_call
 from airflow_crashsafe.scan.fixes import effect_fix_for_callback
 from airflow_crashsafe.scan.libraries import family_of_module, judge_library_call
 from airflow_crashsafe.scan.missing import inserts_only_missing
 from airflow_crashsafe.scan.model import Finding, Reason
-from airflow_crashsafe.scan.names import target_key
-from airflow_crashsafe.scan.scope import Names, module_of
+from airflow_crashsafe.scan.scope import module_of
 from airflow_crashsafe.scan.sql import SqlFacts
 
 __all__ = ["Scope", "analyze_callable"]
@@ -125,7 +125,7 @@ def _analyze(
     walk: _Walk,
     depth: int,
     *,
-    args: dict[str, tuple[Names, ast.expr]] | None = None,
+    args: dict[str, tuple[Scope, ast.expr]] | None = None,
     values: dict[str, Any] | None = None,
     bound: Any = None,
     in_callback: bool = False,
@@ -155,7 +155,7 @@ def _analyze(
     scope.run()
 
 
-class Scope(Names, ast.NodeVisitor):
+class Scope(Binder):
     """One function body: resolves names against its bindings, its arguments and its module's globals."""
 
     def __init__(
@@ -167,7 +167,7 @@ class Scope(Names, ast.NodeVisitor):
         walk: _Walk,
         depth: int,
         *,
-        args: dict[str, tuple[Names, ast.expr]] | None = None,
+        args: dict[str, tuple[Scope, ast.expr]] | None = None,
         values: dict[str, Any] | None = None,
         bound: Any = None,
     ) -> None:
@@ -203,92 +203,6 @@ class Scope(Names, ast.NodeVisitor):
             for arg, default in zip(params.kwonlyargs, params.kw_defaults, strict=True):
                 if default is not None and arg.arg not in self.args and arg.arg not in self.values:
                     self.args[arg.arg] = (self, default)
-
-    @property
-    def assigned(self) -> dict[str, ast.expr]:
-        """The latest value bound to each local name (for callers that only ask "is it bound")."""
-        out: dict[str, ast.expr] = {}
-        for key in self.names.keys():
-            with self.names.read(key) as value:
-                if value is not None:
-                    out[key] = value
-        return out
-
-    def run(self) -> None:
-        body = getattr(self.node, "body", [])
-        if not isinstance(body, list):  # a lambda's body is one expression
-            self.visit(body)
-            return
-        self._block(body)
-
-    def _block(self, stmts: list[ast.stmt]) -> None:
-        """Statements in order; after ``if <test>: continue`` (or return) the rest runs under ``not test``."""
-        pushed = 0
-        for stmt in stmts:
-            self.visit(stmt)
-            if (
-                isinstance(stmt, ast.If)
-                and not stmt.orelse
-                and stmt.body
-                and isinstance(stmt.body[-1], ast.Continue | ast.Return | ast.Break | ast.Raise)
-            ):
-                self.guards.append(ast.UnaryOp(op=ast.Not(), operand=stmt.test))
-                pushed += 1
-        del self.guards[len(self.guards) - pushed :]
-
-    def visit_If(self, node: ast.If) -> None:
-        self.visit(node.test)
-        self.guards.append(node.test)
-        self._block(node.body)
-        self.guards[-1] = ast.UnaryOp(op=ast.Not(), operand=node.test)
-        self._block(node.orelse)
-        self.guards.pop()
-
-    def line(self, node: ast.AST) -> int:
-        return int(getattr(node, "lineno", 1)) + self.offset
-
-    # -- bindings, in the order the code makes them ----------------------------------------
-
-    def _bind(self, target: ast.AST, value: ast.expr) -> None:
-        key = target_key(target)
-        if key is not None:
-            self.names.bind(key, value)
-        elif isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List):
-            for sub, sub_value in zip(target.elts, value.elts, strict=False):
-                self._bind(sub, sub_value)
-        elif isinstance(target, ast.Tuple | ast.List):
-            for sub in target.elts:  # a, b = f(): each is "some part of f()"
-                self._bind(sub, ast.Subscript(value=value, slice=ast.Constant(None), ctx=ast.Load()))
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self.generic_visit(node)  # the value's own calls see the names as they were before
-        for target in node.targets:
-            self._bind(target, node.value)
-        for target in node.targets:
-            if isinstance(target, ast.Attribute) and target.attr == "autocommit":
-                self.walk.autocommit = isinstance(node.value, ast.Constant) and node.value.value is True
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self.generic_visit(node)
-        key = target_key(node.target)
-        if key is not None:
-            load = ast.parse(key, mode="eval").body
-            self.names.bind(key, ast.BinOp(left=load, op=node.op, right=node.value))
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self.generic_visit(node)
-        if node.value is not None:
-            self._bind(node.target, node.value)
-
-    def visit_For(self, node: ast.For) -> None:
-        self.visit(node.iter)
-        self._bind(
-            node.target, ast.Subscript(value=node.iter, slice=ast.Constant(exprs.EACH), ctx=ast.Load())
-        )
-        self._block(node.body)
-        self._block(node.orelse)
-
-    visit_AsyncFor = visit_For  # type: ignore[assignment]
 
     def visit_With(self, node: ast.With) -> None:
         guarded = any(exprs.is_protection(exprs.dotted(item.context_expr)) for item in node.items)
@@ -336,22 +250,6 @@ class Scope(Names, ast.NodeVisitor):
         if finding is not None:
             self.add(self._guarded(finding), node)
         self._follow_passed_functions(node)
-
-    def _note_growth(self, node: ast.Call) -> None:
-        """``stmts.append(sql)`` / ``self.sql.extend([...])`` on a bound list: the list now holds them too."""
-        func = node.func
-        if (
-            not isinstance(func, ast.Attribute)
-            or func.attr not in {"append", "extend"}
-            or len(node.args) != 1
-        ):
-            return
-        key = target_key(func.value)
-        if key is None or key not in self.names:
-            return
-        added = node.args[0] if func.attr == "append" else ast.Starred(value=node.args[0], ctx=ast.Load())
-        before = ast.Starred(value=ast.parse(key, mode="eval").body, ctx=ast.Load())
-        self.names.bind(key, ast.List(elts=[before, added], ctx=ast.Load()))
 
     def _guarded(self, finding: Finding) -> Finding:
         if self.protected and finding.verdict in {"risky", "unknown"}:
@@ -420,14 +318,14 @@ class Scope(Names, ast.NodeVisitor):
         root = exprs.dotted(node.func).split(".")[0]
         return self.bound if root == "self" else None
 
-    def _call_args(self, target: Any, node: ast.Call, method: bool) -> dict[str, tuple[Names, ast.expr]]:
+    def _call_args(self, target: Any, node: ast.Call, method: bool) -> dict[str, tuple[Scope, ast.expr]]:
         try:
             params = list(inspect.signature(target).parameters.values())
         except (TypeError, ValueError):
             return {}
         if method and params and params[0].name in {"self", "cls"}:
             params = params[1:]
-        out: dict[str, tuple[Names, ast.expr]] = {}
+        out: dict[str, tuple[Scope, ast.expr]] = {}
         for param, arg in zip(params, node.args, strict=False):
             if isinstance(arg, ast.Starred) or param.kind in {param.VAR_POSITIONAL, param.VAR_KEYWORD}:
                 break

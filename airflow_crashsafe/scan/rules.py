@@ -9,6 +9,7 @@ the source of its ``execute``; an operator from a library no rule knows is unkno
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -222,10 +223,8 @@ def _python(task: Any, dag: Any) -> Finding:
     values: dict[str, Any] = {}
     op_kwargs = _arg(task, "op_kwargs")
     if isinstance(op_kwargs, dict):
-        try:
+        with contextlib.suppress(Exception):  # a template that does not render: the names stay unknown
             values.update(renderer.render(op_kwargs))
-        except Exception:  # a template that does not render: the names stay unknown
-            pass
     findings = analyze_callable(
         fn,
         markers=MARKERS,

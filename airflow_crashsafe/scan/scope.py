@@ -15,11 +15,14 @@ import builtins
 import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.scan import exprs
 from airflow_crashsafe.scan.libraries import family_of_module, is_factory
 from airflow_crashsafe.scan.names import Bindings, target_key
+
+if TYPE_CHECKING:
+    from airflow_crashsafe.scan.python_code import Scope
 
 __all__ = ["Names", "module_of"]
 
@@ -44,7 +47,7 @@ class Names:
     fn: Any
     globals: dict[str, Any]
     #: Parameters bound by the caller: name -> (the caller's scope, the argument expression).
-    args: dict[str, tuple[Names, ast.expr]]
+    args: dict[str, tuple[Scope, ast.expr]]
     #: Parameters or attributes known as Python values: name or ``self.attr`` -> value.
     values: dict[str, Any]
     #: The task a custom operator's ``execute`` runs on (its attributes after ``__init__``).
@@ -67,11 +70,11 @@ class Names:
     # -- bound values ---------------------------------------------------------------------
 
     @contextmanager
-    def lookup(self, key: str) -> Iterator[tuple[ast.expr, Names] | None]:
+    def lookup(self, key: str) -> Iterator[tuple[ast.expr, Scope] | None]:
         """The expression ``key`` is bound to here, and the scope to read it in (None: not bound)."""
         if key in self.names:
             with self.names.read(key) as expr:
-                yield (expr, self) if expr is not None else None
+                yield (expr, self) if expr is not None else None  # type: ignore[misc]
             return
         if key in self.args:
             scope, expr = self.args[key]

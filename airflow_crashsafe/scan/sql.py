@@ -237,7 +237,9 @@ def classify_sql(
     facts.dialect = dialect
     text = _unprepare(mark_placeholders(sql), facts)
     sqlglot_log = logging.getLogger("sqlglot")
-    if sqlglot_log.level != logging.ERROR:  # a fallback to Command is our "unknown"; set once (it clears caches)
+    if (
+        sqlglot_log.level != logging.ERROR
+    ):  # a fallback to Command is our "unknown"; set once (it clears caches)
         sqlglot_log.setLevel(logging.ERROR)
     statements = _parse(text, dialect, facts)
     in_txn = transactional or any(isinstance(s, exp.Transaction) for s in statements)
@@ -371,7 +373,7 @@ def _statement(
                 [Reason("COPY INTO from a stage skips files it already loaded", _brief(stmt))],
             )
         facts.written.append(target)
-        if in_txn and cleared.get(target) or in_txn and cleared.get(_table(stmt.this)):
+        if (in_txn and cleared.get(target)) or (in_txn and cleared.get(_table(stmt.this))):
             return Finding(
                 "safe",
                 "partition_overwrite",

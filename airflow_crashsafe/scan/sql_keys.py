@@ -19,6 +19,7 @@ NULL``, ``EXCEPT SELECT ... FROM <target>``).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from sqlglot import exp
 
@@ -84,8 +85,8 @@ _ACCUMULATING_FUNCS = {"array_append", "array_cat", "array_prepend", "jsonb_inse
 
 
 def _accumulates(col: exp.Column, value: exp.Expression) -> bool:
-    """True when the column is added to (``n + 1``, ``tags || x``), not only tested (``CASE``, ``GREATEST``)."""
-    node: exp.Expression | None = col
+    """True when the column is added to (``n + 1``, ``tags || x``), not only tested (``CASE``)."""
+    node: Any = col
     while node is not None and node is not value.parent:
         if isinstance(node, _ACCUMULATING):
             return True

@@ -16,6 +16,7 @@ ORM sessions: ``add`` / ``add_all`` / ``bulk_insert_mappings`` insert new rows (
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from airflow_crashsafe.scan.call_names import FIX_SQL
@@ -63,7 +64,7 @@ def statement_target(root: ast.Call) -> str:
     return "?"
 
 
-def _adds_to_itself(nodes: list[ast.AST]) -> str | None:
+def _adds_to_itself(nodes: Sequence[ast.AST]) -> str | None:
     """``Model.n + 1`` / ``table.c.n + excluded.n`` in values or ``set_``: the column added to."""
     for node in nodes:
         for sub in ast.walk(node):

@@ -156,7 +156,7 @@ def classify_write(node: ast.Call, name: str, attr: str, scope: Scope) -> Findin
 
 def _mode_write(node: ast.Call, attr: str, scope: Scope) -> Finding | None:
     """``if_exists=`` / ``mode=`` on a writer (pandas, Spark, delta, awswrangler)."""
-    if attr in {"to_sql", "to_gbq"}:
+    if attr in {"to_sql", "to_gbq"} or (attr.startswith("to_") and kw(node, "if_exists") is not None):
         how = _const(kw(node, "if_exists"), scope) or "fail"
     elif kw(node, "mode") is not None and attr.startswith(("to_", "write", "save", "insert", "copy")):
         how = _const(kw(node, "mode"), scope) or ""

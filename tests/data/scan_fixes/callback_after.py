@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 import os
 from datetime import datetime
 
@@ -11,7 +13,8 @@ ONCALL_WEBHOOK = os.environ.get("ONCALL_WEBHOOK", "https://hooks.slack.com/servi
 
 def alert_oncall(context):
     dag_run = context.get("dag_run")
-    requests.post(ONCALL_WEBHOOK, json={"text": f"check {dag_run.dag_id if dag_run else 'pipeline'}"}, timeout=10)
+    text = f"check {dag_run.dag_id if dag_run else 'pipeline'}"
+    requests.post(ONCALL_WEBHOOK, json={"text": text}, timeout=10)
 
 
 with DAG(

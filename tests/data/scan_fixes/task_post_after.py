@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 import os
 from datetime import datetime
 
@@ -15,7 +17,8 @@ with DAG("fix_task_post_after", schedule="@daily", start_date=datetime(2024, 1, 
         body = {"vendor": "acme", "day": ds}
         with effect("push_invoice", payload=body, context=context) as fx:
             if fx.pending:
-                answer = requests.post(f"{VENDOR}/invoices", json=body, headers={"Idempotency-Key": fx.key}, timeout=30)
+                headers = {"Idempotency-Key": fx.key}
+                answer = requests.post(f"{VENDOR}/invoices", json=body, headers=headers, timeout=30)
                 fx.done(answer.json())
         return fx.result
 

@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 import os
 from datetime import datetime
 
@@ -11,7 +13,8 @@ with DAG("fix_token_fetch", schedule="@hourly", start_date=datetime(2024, 1, 1),
 
     @task
     def get_token() -> str:
-        answer = requests.post(TOKEN_URL, data={"grant_type": "client_credentials", "client_id": "etl"}, timeout=30)
+        body = {"grant_type": "client_credentials", "client_id": "etl"}
+        answer = requests.post(TOKEN_URL, data=body, timeout=30)
         return answer.json()["access_token"]
 
     @task

@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from datetime import datetime
 
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator

@@ -1,4 +1,4 @@
-"""A team's own operators and hooks are read: SQL built in execute(), template fields, partials, run() overrides."""
+"""A team's own operators and hooks are read: SQL built in execute(), template fields, partials, run()."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_partial_callable_is_read_with_its_bound_sql() -> None:
 
 
 def test_op_kwargs_sql_is_rendered_and_read() -> None:
-    """SQL passed in op_kwargs is rendered with the sample run: a DELETE of the run's day then INSERT is safe."""
+    """SQL in op_kwargs is rendered with the sample run: a DELETE of the run's day then INSERT is safe."""
     sql = "DELETE FROM m.d WHERE day = '{{ ds }}'; INSERT INTO m.d SELECT * FROM s WHERE day = '{{ ds }}'"
     found = judge(PythonOperator, python_callable=run_sql, op_kwargs={"sql": sql})
     assert (found.verdict, found.category) == ("safe", "partition_overwrite")

@@ -75,7 +75,7 @@ def test_callback_fix_keeps_effect_out_of_the_dag_callback(scanned: ScanResult) 
 
 
 def test_task_post_fix_wraps_the_call_in_effect(scanned: ScanResult) -> None:
-    """A POST in a task callable is told to go inside effect() with the effect's key; applied, it is protected."""
+    """A POST in a task callable is told to go inside effect() with its key; applied, it is protected."""
     before = verdict(scanned, "fix_task_post_before", "push_invoice")
     assert (before.verdict, before.category) == ("risky", "http_mutating")
     assert before.fix.startswith('wrap the call: with effect("push_invoice"')

@@ -1,4 +1,4 @@
-"""POSTs that only read (token requests, searches, queries, pings) are safe; keys made per attempt are no keys."""
+"""POSTs that only read (tokens, searches, queries, pings) are safe; keys made per attempt are no keys."""
 
 from __future__ import annotations
 
@@ -126,6 +126,7 @@ def test_http_operator_fix_is_the_task_itself() -> None:
     task, dag = _operator(endpoint="/v1/payouts", data='{"day": "{{ ds }}"}')
     fix = classify_task(task, dag).fix
     assert fix.startswith(
-        "IdempotentHttpOperator(task_id='call', http_conn_id='vendor', endpoint='/v1/payouts', method='POST', "
+        "IdempotentHttpOperator(task_id='call', http_conn_id='vendor', endpoint='/v1/payouts', "
+        "method='POST', "
         'data=\'{"day": "{{ ds }}"}\', target_honours_keys=False)'
     )

@@ -1,4 +1,4 @@
-"""Inserting only what the target lacks is safe; SQLAlchemy statements and ORM writes are read from their calls."""
+"""Inserting only what the target lacks is safe; SQLAlchemy statements and ORM writes are read as calls."""
 
 from __future__ import annotations
 

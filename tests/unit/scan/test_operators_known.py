@@ -1,4 +1,4 @@
-"""Provider operators judged by their arguments: loads by disposition, jobs by token, inserts by conflict handling."""
+"""Provider operators judged by their arguments: loads by disposition, jobs by token, inserts by conflicts."""
 
 from __future__ import annotations
 

@@ -146,7 +146,8 @@ CASES = [
     ),
     (
         "postgres",
-        "INSERT INTO stats AS s (k, n) SELECT k, n FROM src ON CONFLICT (k) DO UPDATE SET n = s.n + excluded.n",
+        "INSERT INTO stats AS s (k, n) SELECT k, n FROM src "
+        "ON CONFLICT (k) DO UPDATE SET n = s.n + excluded.n",
         True,
         "risky",
         "increment",
@@ -178,7 +179,8 @@ CASES = [
     ("snowflake", "ALTER TABLE a.orders SWAP WITH a.orders_staging", True, "risky", "table_swap"),
     (
         "snowflake",
-        "CREATE OR REPLACE TABLE a.orders_next AS SELECT 1 AS x; ALTER TABLE a.orders SWAP WITH a.orders_next",
+        "CREATE OR REPLACE TABLE a.orders_next AS SELECT 1 AS x; "
+        "ALTER TABLE a.orders SWAP WITH a.orders_next",
         True,
         "safe",
         "ddl",
