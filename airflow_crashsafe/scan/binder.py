@@ -15,7 +15,7 @@ from airflow_crashsafe.scan import exprs
 from airflow_crashsafe.scan.names import target_key
 from airflow_crashsafe.scan.scope import Names
 
-__all__ = ["Binder"]
+__all__ = ["PER_ATTEMPT", "Binder"]
 
 
 class Binder(Names, ast.NodeVisitor):
@@ -127,3 +127,40 @@ class Binder(Names, ast.NodeVisitor):
         added = node.args[0] if func.attr == "append" else ast.Starred(value=node.args[0], ctx=ast.Load())
         before = ast.Starred(value=ast.parse(key, mode="eval").body, ctx=ast.Load())
         self.names.bind(key, ast.List(elts=[before, added], ctx=ast.Load()))
+
+    def self_fields(self) -> dict[str, Any]:
+        """The ``self.<field>`` values set before this point (here, or by a subclass's method).
+
+        As text where it can be read; a field built from a clock or a random draw renders
+        differently in every attempt; one built from data at run time is text the SQL parser
+        reports as unreadable (so its task is unknown, never safe).
+        """
+        out: dict[str, Any] = {k[5:]: v for k, v in self.values.items() if k.startswith("self.")}
+        for key in self.names.keys():  # noqa: SIM118 (Bindings, not a dict)
+            if not key.startswith("self.") or key.count(".") != 1:
+                continue
+            attr = key.split(".", 1)[1]
+            text = exprs.string_value(ast.parse(key, mode="eval").body, self)  # type: ignore[arg-type]
+            with self.lookup(key) as found:
+                random = found is not None and exprs.is_random(found[0], found[1])
+                literal = _literal(found[0]) if found is not None and text is None else None
+            if text is not None:
+                out[attr] = text + PER_ATTEMPT if random else text
+            else:
+                out[attr] = literal if literal is not None else _RuntimeValue(f"<{key} built at run time>")
+        return out
+
+
+#: Appended to a field built from a clock or a random draw: it renders differently in every attempt.
+PER_ATTEMPT = "-{{ ti.id }}"
+
+
+class _RuntimeValue(str):
+    """A field built from data at run time: SQL text the parser reports as unreadable."""
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_crashsafe.scan.context import MARKERS, Renderer
-from airflow_crashsafe.scan.exprs import is_random
 from airflow_crashsafe.scan.libraries import family_of_module
 from airflow_crashsafe.scan.model import Finding, Reason, combine
 from airflow_crashsafe.scan.python_code import Scope, analyze_callable
+from airflow_crashsafe.scan.scope import safe_attr, task_class
 
 __all__ = ["Overlay", "judge_own_execute", "own_execute"]
 
@@ -37,7 +37,7 @@ class Overlay:
     def __init__(self, task: Any, overrides: dict[str, Any]) -> None:
         object.__setattr__(self, "_task", task)
         object.__setattr__(self, "_overrides", overrides)
-        object.__setattr__(self, "operator_class", type(task))
+        object.__setattr__(self, "operator_class", task_class(task))
         object.__setattr__(self, "crashsafe_inside_execute", True)
 
     def __getattr__(self, name: str) -> Any:
@@ -49,9 +49,9 @@ class Overlay:
 
 def own_execute(task: Any) -> Callable[..., Any] | None:
     """The user's own ``execute`` of the task's class, None when it is the library's (or an overlay)."""
-    if getattr(task, "crashsafe_inside_execute", False) or hasattr(task, "partial_kwargs"):
+    if safe_attr(task, "crashsafe_inside_execute", False) or safe_attr(task, "partial_kwargs") is not None:
         return None
-    cls = type(task)
+    cls = task_class(task)
     for klass in cls.__mro__:
         if "execute" in vars(klass):
             module = klass.__module__ or ""
@@ -74,11 +74,11 @@ def judge_own_execute(task: Any, dag: Any, parent: Rule | None) -> Finding | Non
                 Finding(
                     "unknown",
                     "unknown_operator",
-                    [Reason(f"super().execute() of {type(task).__name__}: no rule knows its parent")],
+                    [Reason(f"super().execute() of {task_class(task).__name__}: no rule knows its parent")],
                     "replay_safe(task, reason=...) if it is harmless to repeat",
                 )
             ]
-        return [parent(Overlay(task, _assigned_fields(scope)))]
+        return [parent(Overlay(task, scope.self_fields()))]
 
     findings = analyze_callable(
         execute,
@@ -88,37 +88,3 @@ def judge_own_execute(task: Any, dag: Any, parent: Rule | None) -> Finding | Non
         on_super=on_super,
     )
     return combine(findings)
-
-
-#: Appended to a field built from a clock or a random draw: it renders differently in every attempt.
-_PER_ATTEMPT = "-{{ ti.id }}"
-
-
-class _RuntimeValue(str):
-    """A field ``execute`` builds from data at run time: SQL text the parser reports as unreadable."""
-
-
-def _assigned_fields(scope: Scope) -> dict[str, Any]:
-    """The ``self.<field>`` values the method assigned so far, as text where they can be read."""
-    out: dict[str, Any] = {}
-    for key in scope.names.keys():  # noqa: SIM118 (Bindings, not a dict)
-        if not key.startswith("self.") or key.count(".") != 1:
-            continue
-        attr = key.split(".", 1)[1]
-        node = ast.parse(key, mode="eval").body
-        text = scope.string_of(node)
-        with scope.lookup(key) as found:
-            random = found is not None and is_random(found[0], found[1])
-            literal = _literal(found[0]) if found is not None and text is None else None
-        if text is not None:
-            out[attr] = text + _PER_ATTEMPT if random else text
-            continue
-        out[attr] = literal if literal is not None else _RuntimeValue(f"<{key} built at run time>")
-    return out
-
-
-def _literal(node: ast.expr) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None

@@ -32,7 +32,15 @@ from airflow_crashsafe.scan.model import Finding, Reason
 if TYPE_CHECKING:
     from airflow_crashsafe.scan.python_code import Scope
 
-__all__ = ["FACTORIES", "FIX_OPAQUE", "family_of_module", "is_factory", "judge_library_call", "opaque"]
+__all__ = [
+    "FACTORIES",
+    "FIX_OPAQUE",
+    "LIBRARY_ROOTS",
+    "family_of_module",
+    "is_factory",
+    "judge_library_call",
+    "opaque",
+]
 
 #: Calls that make a handle to work with (a client, a connection, a cursor, a bucket): no effect.
 FACTORIES = frozenset(
@@ -99,7 +107,7 @@ _FAMILIES = {
     "ssl": "network", "xmlrpc": "network", "imaplib": "network", "poplib": "network",
     "telnetlib": "network", "subprocess": "network", "multiprocessing": "pure",
 }  # fmt: skip
-_LIBRARY_ROOTS = tuple(
+LIBRARY_ROOTS = tuple(
     str(Path(p).resolve())
     for p in {
         sysconfig.get_paths()["purelib"],
@@ -172,26 +180,35 @@ FIX_OPAQUE = (
 )
 
 
-@functools.cache
 def _location(module: str) -> str:
-    """``user`` (the DAGs' own code), ``library`` (installed or standard), or ``missing``."""
+    """``user`` (the DAGs' own code), ``library`` (installed or standard), or ``missing``.
+
+    Loaded modules are looked up every time (a module the static path registers later, or one a
+    DAG file imports later, must not keep an earlier ``missing``); only the file-system search for
+    a module that is not loaded is cached.
+    """
     parts = module.split(".")
     for i in range(len(parts), 0, -1):
         loaded = sys.modules.get(".".join(parts[:i]))
         if loaded is not None:
-            path = getattr(loaded, "__file__", None)
-            break
-    else:
-        try:
-            spec = importlib.util.find_spec(parts[0])
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            return "missing"
-        path = spec.origin
-    if path is None or parts[0] in sys.builtin_module_names:
+            return _where(getattr(loaded, "__file__", None), parts[0])
+    return _where_unloaded(parts[0])
+
+
+@functools.cache
+def _where_unloaded(top: str) -> str:
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    return "missing" if spec is None else _where(spec.origin, top)
+
+
+@functools.cache
+def _where(path: str | None, top: str) -> str:
+    if path is None or top in sys.builtin_module_names:
         return "library"
-    return "library" if str(Path(path).resolve()).startswith(_LIBRARY_ROOTS) else "user"
+    return "library" if str(Path(path).resolve()).startswith(LIBRARY_ROOTS) else "user"
 
 
 def is_factory(name: str) -> bool:
@@ -199,19 +216,27 @@ def is_factory(name: str) -> bool:
     return name in FACTORIES or name[:1].isupper() or name.startswith("from_")
 
 
-@functools.cache
 def family_of_module(module: str) -> str | None:
     """The family of a module path (``user``, ``pure``, ``http``, ``cloud``, ...); None: unknown library."""
+    named = _named_family(module)
+    return _by_location(module) if named == "" else named
+
+
+@functools.cache
+def _named_family(module: str) -> str:
+    """The family the tables give a module, ``""`` when they say nothing (then: where it lives)."""
     if module == "builtins" or module.startswith(_PURE_AIRFLOW) or module.startswith("urllib.parse"):
         return "pure"
-    top = module.split(".")[0]
     found = max((p for p in _FAMILIES if module == p or module.startswith(p + ".")), key=len, default=None)
     if found is not None and found != "airflow":
         return _FAMILIES[found]
-    if top in _PURE:
+    if module.split(".")[0] in _PURE or found == "airflow":
         return "pure"
-    if found == "airflow":
-        return "pure"
+    return ""
+
+
+def _by_location(module: str) -> str | None:
+    top = module.split(".")[0]
     where = _location(module)
     if where == "user":
         return "user"

@@ -29,7 +29,7 @@ from airflow_crashsafe.scan.fixes import effect_fix_for_callback
 from airflow_crashsafe.scan.libraries import family_of_module, judge_library_call
 from airflow_crashsafe.scan.missing import inserts_only_missing
 from airflow_crashsafe.scan.model import Finding, Reason
-from airflow_crashsafe.scan.scope import module_of
+from airflow_crashsafe.scan.scope import module_of, task_class
 from airflow_crashsafe.scan.sql import SqlFacts
 
 __all__ = ["Scope", "analyze_callable"]
@@ -89,6 +89,9 @@ def analyze_callable(
 
 
 def _source(fn: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, str, int] | None:
+    read = getattr(fn, "crashsafe_source", None)
+    if read is not None:  # a function of an unloaded module, read from its file (source_modules)
+        return read[0], read[1], 0
     try:
         lines, first = inspect.getsourcelines(fn)
         file = inspect.getsourcefile(fn) or "?"
@@ -153,6 +156,14 @@ def _analyze(
     scope = Scope(fn, node, file, offset, walk, depth, args=args, values=values, bound=bound)
     scope.in_callback = in_callback or id(fn) in walk.callbacks
     scope.run()
+
+
+_UNREAD_SUPER = Finding(
+    "unknown",
+    "unknown_operator",
+    [Reason("super().execute(): the parent operator's work is not read here")],
+    "replay_safe(task, reason=...) if it is harmless to repeat",
+)
 
 
 class Scope(Binder):
@@ -240,9 +251,8 @@ class Scope(Binder):
         self.generic_visit(node)
         self._note_growth(node)
         name = exprs.dotted(node.func)
-        if name == "super().execute" and self.walk.on_super is not None:
-            for finding in self.walk.on_super(self, node):
-                self.add(self._guarded(finding), node)
+        if name == "super().execute":  # the parent operator's work, with what this method set
+            self._super_execute(node)
             return
         finding = classify_call(node, name, self)
         if finding is None and not self.follow(node, name):
@@ -250,6 +260,41 @@ class Scope(Binder):
         if finding is not None:
             self.add(self._guarded(finding), node)
         self._follow_passed_functions(node)
+
+    def _super_execute(self, node: ast.Call) -> None:
+        """The parent's ``execute``: walked when it is the team's own, else judged by ``on_super``."""
+        parent = self._parent_execute()
+        if parent is not None and self.is_user_code(parent):
+            if self.depth < _MAX_DEPTH:
+                values = {f"self.{k}": v for k, v in self.self_fields().items()}
+                _analyze(
+                    parent,
+                    self.walk,
+                    self.depth + 1,
+                    values=values,
+                    bound=self.bound,
+                    in_callback=self.in_callback,
+                )
+            return
+        found = self.walk.on_super(self, node) if self.walk.on_super is not None else [_UNREAD_SUPER]
+        for finding in found:
+            copy = Finding(finding.verdict, finding.category, list(finding.reasons), finding.fix)
+            self.add(self._guarded(copy), node)
+
+    def _parent_execute(self) -> Any:
+        """The ``execute`` that ``super().execute`` reaches from this method, if the classes are known."""
+        owner_name = (getattr(self.fn, "__qualname__", "") or "").split(".")[0]
+        mro = task_class(self.bound).__mro__ if self.bound is not None else ()
+        if not mro:
+            owner = self.globals.get(owner_name)
+            mro = owner.__mro__ if isinstance(owner, type) else ()
+        past_owner = False
+        for klass in mro:
+            if past_owner and "execute" in vars(klass):
+                return vars(klass)["execute"]
+            if klass.__name__ == owner_name and "execute" in vars(klass):
+                past_owner = True
+        return None
 
     def _guarded(self, finding: Finding) -> Finding:
         if self.protected and finding.verdict in {"risky", "unknown"}:

@@ -221,9 +221,11 @@ def _python(task: Any, dag: Any) -> Finding:
     conn = _arg(task, "conn_id")
     renderer = Renderer(dag, task)
     values: dict[str, Any] = {}
-    op_kwargs = _arg(task, "op_kwargs")
-    if isinstance(op_kwargs, dict):
-        with contextlib.suppress(Exception):  # a template that does not render: the names stay unknown
+    with contextlib.suppress(
+        Exception
+    ):  # not rendered, or not known (a stand-in task): the names stay unknown
+        op_kwargs = _arg(task, "op_kwargs")
+        if isinstance(op_kwargs, dict):
             values.update(renderer.render(op_kwargs))
     findings = analyze_callable(
         fn,

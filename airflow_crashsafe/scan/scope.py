@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 from airflow_crashsafe.scan import exprs
 from airflow_crashsafe.scan.libraries import family_of_module, is_factory
 from airflow_crashsafe.scan.names import Bindings, target_key
+from airflow_crashsafe.scan.source_modules import source_object
 
 if TYPE_CHECKING:
     from airflow_crashsafe.scan.python_code import Scope
 
-__all__ = ["Names", "file_imports", "module_of"]
+__all__ = ["Names", "file_imports", "module_of", "safe_attr", "task_class"]
 
 _MAX_DEPTH = 12
 
@@ -56,6 +57,20 @@ def file_imports(path: str) -> dict[str, str]:
     return out
 
 
+def safe_attr(obj: Any, name: str, default: Any = None) -> Any:
+    """``getattr`` that treats any error as absence (a stand-in task may refuse to guess a value)."""
+    try:
+        return getattr(obj, name, default)
+    except Exception:
+        return default
+
+
+def task_class(task: Any) -> type:
+    """The operator class of a task: a mapped task's or a stand-in's ``operator_class``, else its type."""
+    cls = safe_attr(task, "operator_class")
+    return cls if isinstance(cls, type) else type(task)
+
+
 def module_of(obj: Any) -> str | None:
     """The module an object belongs to: a module's name, a class's or function's, an instance's type's."""
     if inspect.ismodule(obj):
@@ -72,6 +87,7 @@ class Names:
     """Name reading for one function body (mixed into the walker that visits it)."""
 
     fn: Any
+    file: str
     globals: dict[str, Any]
     #: Parameters bound by the caller: name -> (the caller's scope, the argument expression).
     args: dict[str, tuple[Scope, ast.expr]]
@@ -119,7 +135,7 @@ class Names:
                 value = getattr(self.bound, rest)
             except Exception:
                 return None
-            fields = tuple(getattr(self.bound, "template_fields", ()) or ())
+            fields = tuple(safe_attr(self.bound, "template_fields", ()) or ())
             if self.render is not None and rest in fields:
                 try:
                     return self.render(value)
@@ -150,7 +166,7 @@ class Names:
             return self._root(root[:-2])
         if root == "self":
             if self.bound is not None:
-                return type(self.bound)
+                return task_class(self.bound)
             owner = (getattr(self.fn, "__qualname__", "") or "").split(".")[0]
             return self.globals.get(owner)
         with self.lookup(root) as found:
@@ -160,11 +176,16 @@ class Names:
                     cls = scope.resolve(expr.func)
                     return cls if inspect.isclass(cls) else None
                 return None
-        if root in self.imports or root in self.names or root in self.args:
+        if root in self.imports:  # imported in the body: a module of the team's own is read from its file
+            return source_object(self.imports[root])
+        if root in self.names or root in self.args:
             return None
         if root in self.values:
             return self.values[root]
-        return self.globals.get(root)
+        known = self.globals.get(root)
+        if known is None and root in file_imports(str(getattr(self, "file", "") or "")):
+            return source_object(file_imports(str(self.file))[root])
+        return known
 
     def resolve(self, node: ast.expr) -> Any:
         """The object a call's name refers to (a function, a method of a known class), else None."""
@@ -224,7 +245,9 @@ class Names:
         if name in self.imports:
             return self.imports[name]
         if name == "self":
-            return module_of(self.bound) if self.bound is not None else getattr(self.fn, "__module__", None)
+            if self.bound is not None:
+                return module_of(task_class(self.bound))
+            return getattr(self.fn, "__module__", None)
         if name in self.values:
             return module_of(self.values[name])
         known = self.globals.get(name)

@@ -1,0 +1,90 @@
+"""The team's own modules that are not loaded, read from their files (never imported).
+
+A task often imports its helpers inside its body (``from anaplan.upload import transfer_data``),
+and a file read from its syntax tree imports nothing at all; either way the helper's module is
+not in ``sys.modules``. Importing it would run the team's code, so it is found on disk (under the
+``sys.path`` entries, without importing a parent package), parsed, and its functions are handed
+to the walker as :class:`SourceFunction` objects whose globals resolve the module's other
+top-level functions the same way and its imports by name (:func:`~.scope.file_imports`).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+from airflow_crashsafe.scan.libraries import LIBRARY_ROOTS
+
+__all__ = ["SourceFunction", "source_object"]
+
+
+@functools.lru_cache(maxsize=512)
+def _find(module: str, paths: tuple[str, ...]) -> str | None:
+    """The file of a module of the team's own, found on ``paths`` (not installed libraries') unimported."""
+    parts = module.split(".")
+    for entry in paths:
+        root = str(Path(entry or ".").resolve())
+        if root.startswith(LIBRARY_ROOTS):
+            continue
+        base = Path(root).joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return str(candidate)
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def _definitions(path: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return {
+        n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+
+
+class SourceFunction:
+    """A function of an unloaded module: its ``def`` and file, for the walker to read."""
+
+    def __init__(self, module: str, node: ast.FunctionDef | ast.AsyncFunctionDef, path: str) -> None:
+        self.__module__ = module
+        self.__name__ = node.name
+        self.__qualname__ = node.name
+        self.__globals__ = SourceGlobals(module, path)
+        self.crashsafe_source = (node, path)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self.__module__}.{self.__name__} is read from its source, not called")
+
+
+class SourceGlobals(dict[str, Any]):
+    """A source function's globals: the module's other top-level functions, read on demand."""
+
+    def __init__(self, module: str, path: str) -> None:
+        super().__init__(__name__=module, __file__=path)
+        self._module = module
+        self._path = path
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        node = _definitions(self._path).get(str(key))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return SourceFunction(self._module, node, self._path)
+        return default
+
+
+def source_object(dotted: str) -> SourceFunction | None:
+    """The function ``pkg.module.name`` names, when ``pkg.module`` is a file on ``sys.path`` not loaded."""
+    module, _, name = dotted.rpartition(".")
+    if not module or module in sys.modules:
+        return None
+    path = _find(module, tuple(sys.path))
+    node = _definitions(path).get(name) if path else None
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and path is not None:
+        return SourceFunction(module, node, path)
+    return None
