@@ -29,7 +29,7 @@ from airflow_crashsafe.scan.fixes import effect_fix_for_callback
 from airflow_crashsafe.scan.libraries import family_of_module, judge_library_call
 from airflow_crashsafe.scan.missing import inserts_only_missing
 from airflow_crashsafe.scan.model import Finding, Reason
-from airflow_crashsafe.scan.scope import module_of, task_class
+from airflow_crashsafe.scan.scope import file_imports, module_of, task_class
 from airflow_crashsafe.scan.sql import SqlFacts
 
 __all__ = ["Scope", "analyze_callable"]
@@ -308,6 +308,17 @@ class Scope(Binder):
         origin = self.origin(receiver)
         if origin is None:
             return None
+        root = name.split(".")[0].removesuffix("()")
+        imported = root in self.imports or (
+            self.globals.get(root) is None and root in file_imports(self.file)
+        )
+        if imported and family_of_module(origin) == "user" and self.resolve(node.func) is None:
+            return Finding(  # the team's own code, imported but not found where the scan runs
+                "unknown",
+                "unreadable_callable",
+                [Reason(f"{name}: the team's code in {origin} could not be read here", exprs.snippet(node))],
+                "make the module importable where the scan runs, or replay_safe(task, reason=...)",
+            )
         attr = node.func.attr if isinstance(node.func, ast.Attribute) else name.rsplit(".", 1)[-1]
         return judge_library_call(node, attr, origin, self)
 

@@ -4,8 +4,9 @@ A task often imports its helpers inside its body (``from anaplan.upload import t
 and a file read from its syntax tree imports nothing at all; either way the helper's module is
 not in ``sys.modules``. Importing it would run the team's code, so it is found on disk (under the
 ``sys.path`` entries, without importing a parent package), parsed, and its functions are handed
-to the walker as :class:`SourceFunction` objects whose globals resolve the module's other
-top-level functions the same way and its imports by name (:func:`~.scope.file_imports`).
+to the walker as :class:`SourceFunction` objects (a class, as a class of them) whose globals
+resolve the module's other top-level functions and classes the same way and its imports by name
+(:func:`~.scope.file_imports`).
 """
 
 from __future__ import annotations
@@ -50,10 +51,12 @@ def _definitions(path: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef 
 class SourceFunction:
     """A function of an unloaded module: its ``def`` and file, for the walker to read."""
 
-    def __init__(self, module: str, node: ast.FunctionDef | ast.AsyncFunctionDef, path: str) -> None:
+    def __init__(
+        self, module: str, node: ast.FunctionDef | ast.AsyncFunctionDef, path: str, qualname: str = ""
+    ) -> None:
         self.__module__ = module
         self.__name__ = node.name
-        self.__qualname__ = node.name
+        self.__qualname__ = qualname or node.name
         self.__globals__ = SourceGlobals(module, path)
         self.crashsafe_source = (node, path)
 
@@ -72,19 +75,30 @@ class SourceGlobals(dict[str, Any]):
     def get(self, key: Any, default: Any = None) -> Any:
         if dict.__contains__(self, key):
             return dict.__getitem__(self, key)
-        node = _definitions(self._path).get(str(key))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            return SourceFunction(self._module, node, self._path)
-        return default
+        found = _definition(self._module, self._path, str(key))
+        return default if found is None else found
 
 
-def source_object(dotted: str) -> SourceFunction | None:
-    """The function ``pkg.module.name`` names, when ``pkg.module`` is a file on ``sys.path`` not loaded."""
+def _definition(module: str, path: str, name: str) -> Any:
+    """A top-level function as a :class:`SourceFunction`, a class as a class of such methods."""
+    node = _definitions(path).get(name)
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return SourceFunction(module, node, path)
+    if isinstance(node, ast.ClassDef):
+        methods = {
+            m.name: SourceFunction(module, m, path, f"{node.name}.{m.name}")
+            for m in node.body
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        return type(node.name, (), {"__module__": module, "__qualname__": node.name, **methods})
+    return None
+
+
+def source_object(dotted: str) -> Any:
+    """The function or class ``pkg.module.name`` names, when ``pkg.module`` is a file on ``sys.path``
+    that is not loaded (None otherwise)."""
     module, _, name = dotted.rpartition(".")
     if not module or module in sys.modules:
         return None
     path = _find(module, tuple(sys.path))
-    node = _definitions(path).get(name) if path else None
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and path is not None:
-        return SourceFunction(module, node, path)
-    return None
+    return _definition(module, path, name) if path is not None else None

@@ -27,6 +27,15 @@ def _upload(url: str, payload: str) -> None:
 
 def checksum(payload: str) -> int:
     return len(payload)
+
+
+class Harvest:
+    @classmethod
+    def create(cls, session):
+        harvest = cls()
+        session.add(harvest)
+        session.commit()
+        return harvest
 """
 
 
@@ -40,6 +49,18 @@ def _checksums(payload: str) -> int:
     from teamhelpers.upload import checksum  # type: ignore[import-not-found]
 
     return checksum(payload)
+
+
+def _creates_harvest(session: object) -> None:
+    from teamhelpers.upload import Harvest  # type: ignore[import-not-found]
+
+    Harvest.create(session)
+
+
+def _calls_a_missing_helper() -> None:
+    from teamhelpers.nowhere import sync  # type: ignore[import-not-found]
+
+    sync()
 
 
 @pytest.fixture
@@ -63,3 +84,15 @@ def test_unloaded_helper_is_read_and_followed(helpers_on_path: Path) -> None:
 def test_unloaded_pure_helper_stays_pure(helpers_on_path: Path) -> None:
     """A helper that only computes is read too, and is pure."""
     assert combine(analyze_callable(_checksums, markers=["2031-07-14"])).verdict == "safe"
+
+
+def test_unloaded_class_method_is_read(helpers_on_path: Path) -> None:
+    """A classmethod of an unloaded module (an ORM model's create()) is walked: its insert is an append."""
+    found = combine(analyze_callable(_creates_harvest, markers=["2031-07-14"]))
+    assert (found.verdict, found.category) == ("risky", "append")
+
+
+def test_team_code_that_cannot_be_found_is_unknown(helpers_on_path: Path) -> None:
+    """A call into the team's package that the scan cannot find is unknown, never pure."""
+    found = combine(analyze_callable(_calls_a_missing_helper, markers=["2031-07-14"]))
+    assert (found.verdict, found.category) == ("unknown", "unreadable_callable")
