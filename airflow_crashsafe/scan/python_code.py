@@ -308,9 +308,9 @@ class Scope(Binder):
         origin = self.origin(receiver)
         if origin is None:
             return None
-        root = name.split(".")[0].removesuffix("()")
-        imported = root in self.imports or (
-            self.globals.get(root) is None and root in file_imports(self.file)
+        root = name.split(".")[0]
+        imported = "()" not in name and (
+            root in self.imports or (self.globals.get(root) is None and root in file_imports(self.file))
         )
         if imported and family_of_module(origin) == "user" and self.resolve(node.func) is None:
             return Finding(  # the team's own code, imported but not found where the scan runs

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import functools
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +96,23 @@ def _definition(module: str, path: str, name: str) -> Any:
 
 
 def source_object(dotted: str) -> Any:
-    """The function or class ``pkg.module.name`` names, when ``pkg.module`` is a file on ``sys.path``
-    that is not loaded (None otherwise)."""
+    """The module, function or class ``dotted`` names, when it lives in a file on ``sys.path`` that
+    is not loaded (None otherwise); a module comes with its top-level functions and classes."""
+    if dotted in sys.modules:
+        return None
+    path = _find(dotted, tuple(sys.path))
+    if path is not None:
+        return _module(dotted, path)
     module, _, name = dotted.rpartition(".")
     if not module or module in sys.modules:
         return None
     path = _find(module, tuple(sys.path))
     return _definition(module, path, name) if path is not None else None
+
+
+def _module(name: str, path: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = path
+    for key in _definitions(path):
+        setattr(module, key, _definition(name, path, key))
+    return module
