@@ -29,7 +29,8 @@ from airflow_crashsafe.scan.fixes import effect_fix_for_callback
 from airflow_crashsafe.scan.libraries import family_of_module, judge_library_call
 from airflow_crashsafe.scan.missing import inserts_only_missing
 from airflow_crashsafe.scan.model import Finding, Reason
-from airflow_crashsafe.scan.scope import file_imports, module_of, task_class
+from airflow_crashsafe.scan.scope import module_of, task_class
+from airflow_crashsafe.scan.source_modules import file_imports
 from airflow_crashsafe.scan.sql import SqlFacts
 
 __all__ = ["Scope", "analyze_callable"]
@@ -312,7 +313,7 @@ class Scope(Binder):
         imported = "()" not in name and (
             root in self.imports or (self.globals.get(root) is None and root in file_imports(self.file))
         )
-        if imported and family_of_module(origin) == "user" and self.resolve(node.func) is None:
+        if imported and family_of_module(origin) == "user" and self._root(root) is None:
             return Finding(  # the team's own code, imported but not found where the scan runs
                 "unknown",
                 "unreadable_callable",

@@ -12,49 +12,22 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_crashsafe.scan import exprs
 from airflow_crashsafe.scan.libraries import family_of_module, is_factory
 from airflow_crashsafe.scan.names import Bindings, target_key
-from airflow_crashsafe.scan.source_modules import source_object
+from airflow_crashsafe.scan.source_modules import file_imports, real_origin, source_object
 
 if TYPE_CHECKING:
     from airflow_crashsafe.scan.python_code import Scope
 
-__all__ = ["Names", "file_imports", "module_of", "safe_attr", "task_class"]
+__all__ = ["Names", "module_of", "safe_attr", "task_class"]
 
 _MAX_DEPTH = 12
-
-
-@functools.lru_cache(maxsize=1024)
-def file_imports(path: str) -> dict[str, str]:
-    """The top-level imports of a source file, alias -> dotted name (empty when it cannot be read).
-
-    A function compiled from a file that did not import (the static path) has globals that do not
-    hold the libraries the file imports; the file's own import statements still name them.
-    """
-    try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    out: dict[str, str] = {}
-    for node in tree.body:
-        for sub in ast.walk(node) if isinstance(node, ast.If | ast.Try) else [node]:
-            if isinstance(sub, ast.Import):
-                for alias in sub.names:
-                    out[alias.asname or alias.name.split(".")[0]] = (
-                        alias.name if alias.asname else alias.name.split(".")[0]
-                    )
-            elif isinstance(sub, ast.ImportFrom) and sub.module and not sub.level:
-                for alias in sub.names:
-                    out[alias.asname or alias.name] = f"{sub.module}.{alias.name}"
-    return out
 
 
 def safe_attr(obj: Any, name: str, default: Any = None) -> Any:
@@ -243,7 +216,7 @@ class Names:
         if name in self.names or name in self.args:
             return None
         if name in self.imports:
-            return self.imports[name]
+            return real_origin(self.imports[name])
         if name == "self":
             if self.bound is not None:
                 return module_of(task_class(self.bound))
@@ -255,7 +228,7 @@ class Names:
             return module_of(known)
         imported = file_imports(str(getattr(self, "file", "") or ""))
         if name in imported:  # a library the file imports, where the globals do not hold it
-            return imported[name]
+            return real_origin(imported[name])
         if hasattr(builtins, name):
             return "builtins"
         return None

@@ -20,7 +20,32 @@ from typing import Any
 
 from airflow_crashsafe.scan.libraries import LIBRARY_ROOTS
 
-__all__ = ["SourceFunction", "source_object"]
+__all__ = ["SourceFunction", "file_imports", "real_origin", "source_object"]
+
+
+@functools.lru_cache(maxsize=1024)
+def file_imports(path: str) -> dict[str, str]:
+    """The top-level imports of a source file, alias -> dotted name (empty when it cannot be read).
+
+    A function compiled from a file that did not import (the static path) has globals that do not
+    hold the libraries the file imports; the file's own import statements still name them.
+    """
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[str, str] = {}
+    for node in tree.body:
+        for sub in ast.walk(node) if isinstance(node, ast.If | ast.Try) else [node]:
+            if isinstance(sub, ast.Import):
+                for alias in sub.names:
+                    out[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0]
+                    )
+            elif isinstance(sub, ast.ImportFrom) and sub.module and not sub.level:
+                for alias in sub.names:
+                    out[alias.asname or alias.name] = f"{sub.module}.{alias.name}"
+    return out
 
 
 @functools.lru_cache(maxsize=512)
@@ -116,3 +141,16 @@ def _module(name: str, path: str) -> types.ModuleType:
     for key in _definitions(path):
         setattr(module, key, _definition(name, path, key))
     return module
+
+
+def real_origin(dotted: str, depth: int = 0) -> str:
+    """Where a name imported from the team's module really comes from, through re-exports
+    (``from team.db import create_engine``, when ``team/db.py`` imports it from sqlalchemy)."""
+    module, _, name = dotted.rpartition(".")
+    if not module or depth > 5 or module in sys.modules:
+        return dotted
+    path = _find(module, tuple(sys.path))
+    if path is None or name in _definitions(path):
+        return dotted
+    imported = file_imports(path).get(name)
+    return real_origin(imported, depth + 1) if imported else dotted
