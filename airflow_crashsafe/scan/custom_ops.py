@@ -23,6 +23,7 @@ from typing import Any
 from airflow_crashsafe.scan.context import MARKERS, Renderer
 from airflow_crashsafe.scan.libraries import family_of_module
 from airflow_crashsafe.scan.model import Finding, Reason, combine
+from airflow_crashsafe.scan.operators_known import classify_known
 from airflow_crashsafe.scan.python_code import Scope, analyze_callable
 from airflow_crashsafe.scan.scope import safe_attr, task_class
 
@@ -88,3 +89,46 @@ def judge_own_execute(task: Any, dag: Any, parent: Rule | None) -> Finding | Non
         on_super=on_super,
     )
     return combine(findings)
+
+
+def judge_custom(task: Any, dag: Any, arg: Callable[[Any, str], Any], names: list[str]) -> Finding:
+    """An operator no kind-rule took: the team's own by its ``execute``, a provider's by its arguments.
+
+    ``arg(task, name)`` reads an argument (a mapped task's too); ``names``: the class's MRO names.
+    """
+    cls = task_class(task)
+
+    def known(t: Any) -> Finding:
+        renderer = Renderer(dag, t) if dag is not None else None
+
+        def get(name: str) -> Any:
+            value = arg(t, name)
+            return renderer.render(value) if renderer is not None and value is not None else value
+
+        found = classify_known(names, get, markers=MARKERS)
+        return found if found is not None else unknown_operator(cls)
+
+    own = judge_own_execute(task, dag, known)
+    if own is not None:
+        return own
+    if family_of_module(cls.__module__ or "") != "user" or _library_execute(cls):
+        return known(task)
+    execute: Any = getattr(cls, "execute", None)
+    if not callable(execute):
+        return unknown_operator(cls)
+    return combine(analyze_callable(execute, markers=MARKERS, bound=task))
+
+
+def unknown_operator(cls: type) -> Finding:
+    return Finding(
+        "unknown",
+        "unknown_operator",
+        [Reason(f"no rule knows {cls.__name__} ({cls.__module__})")],
+        "replay_safe(task, reason=...) if it is harmless to repeat",
+    )
+
+
+def _library_execute(cls: type) -> bool:
+    """True when the class's ``execute`` comes from an installed library (a subclass that only configures)."""
+    owner = next((k for k in cls.__mro__ if "execute" in vars(k)), None)
+    return owner is not None and family_of_module(owner.__module__ or "") != "user"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import textwrap
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,7 @@ from airflow_crashsafe.scan.libraries import family_of_module, judge_library_cal
 from airflow_crashsafe.scan.missing import inserts_only_missing
 from airflow_crashsafe.scan.model import Finding, Reason
 from airflow_crashsafe.scan.scope import module_of, task_class
-from airflow_crashsafe.scan.source_modules import file_imports
+from airflow_crashsafe.scan.source_modules import file_imports, function_source
 from airflow_crashsafe.scan.sql import SqlFacts
 
 __all__ = ["Scope", "analyze_callable"]
@@ -89,26 +88,6 @@ def analyze_callable(
     return walk.findings
 
 
-def _source(fn: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, str, int] | None:
-    read = getattr(fn, "crashsafe_source", None)
-    if read is not None:  # a function of an unloaded module, read from its file (source_modules)
-        return read[0], read[1], 0
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        file = inspect.getsourcefile(fn) or "?"
-    except (OSError, TypeError):
-        return None
-    text = textwrap.dedent("".join(lines))
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            return node, file, first - 1
-    return None
-
-
 def _unpartial(fn: Any, values: dict[str, Any]) -> Any:
     """The function under ``functools.partial`` layers, its bound arguments added to ``values``."""
     while isinstance(fn, functools.partial):
@@ -140,7 +119,7 @@ def _analyze(
     if id(fn) in walk.seen:
         return
     walk.seen.add(id(fn))
-    found = _source(fn)
+    found = function_source(fn)
     if found is None:
         name = getattr(fn, "__qualname__", repr(fn))
         walk.findings.append(

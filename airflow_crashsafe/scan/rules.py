@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import json
 import os
 from typing import Any
@@ -19,11 +18,10 @@ from urllib.parse import urlparse
 
 from airflow_crashsafe.scan.bash import classify_bash
 from airflow_crashsafe.scan.context import MARKERS, Renderer
-from airflow_crashsafe.scan.custom_ops import judge_own_execute
+from airflow_crashsafe.scan.custom_ops import judge_custom, judge_own_execute
 from airflow_crashsafe.scan.fixes import callback_functions, http_operator_fix, sql_fixes, trigger_fix
 from airflow_crashsafe.scan.http_reads import read_only_post
 from airflow_crashsafe.scan.model import Finding, Reason, combine
-from airflow_crashsafe.scan.operators_known import classify_known
 from airflow_crashsafe.scan.python_code import analyze_callable
 from airflow_crashsafe.scan.sql import PARAM_MARK, classify_sql, dialect_of
 
@@ -241,43 +239,7 @@ def _python(task: Any, dag: Any) -> Finding:
 
 def _custom(task: Any) -> Finding:
     """An operator no kind-rule took: a provider operator by its arguments, the team's own by its source."""
-    cls: Any = _operator_class(task)
-    dag = getattr(task, "dag", None)
-    names = _mro_names(task)
-    renderer = Renderer(dag, task) if dag is not None else None
-
-    def get(name: str) -> Any:
-        value = _arg(task, name)
-        return renderer.render(value) if renderer is not None and value is not None else value
-
-    def known(t: Any) -> Finding:
-        found = classify_known(names, get, markers=MARKERS)
-        return found if found is not None else _unknown_operator(cls)
-
-    own = judge_own_execute(task, dag, known)
-    if own is not None:
-        return own
-    module = inspect.getmodule(cls)
-    path = getattr(module, "__file__", "") or ""
-    if "site-packages" in path or cls.__module__.startswith("airflow.") or _library_execute(cls):
-        return known(task)
-    return combine(analyze_callable(cls.execute, markers=MARKERS, bound=task))
-
-
-def _unknown_operator(cls: Any) -> Finding:
-    return Finding(
-        "unknown",
-        "unknown_operator",
-        [Reason(f"no rule knows {cls.__name__} ({cls.__module__})")],
-        "replay_safe(task, reason=...) if it is harmless to repeat",
-    )
-
-
-def _library_execute(cls: Any) -> bool:
-    """True when the class's ``execute`` comes from an installed library (a subclass that only configures)."""
-    owner = next((k for k in cls.__mro__ if "execute" in vars(k)), None)
-    module = inspect.getmodule(owner) if owner is not None else None
-    return "site-packages" in (getattr(module, "__file__", "") or "")
+    return judge_custom(task, getattr(task, "dag", None), _arg, _mro_names(task))
 
 
 def _bash(task: Any, dag: Any, names: list[str]) -> Finding:

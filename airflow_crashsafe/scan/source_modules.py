@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import sys
+import textwrap
 import types
 from pathlib import Path
 from typing import Any
 
 from airflow_crashsafe.scan.libraries import LIBRARY_ROOTS
 
-__all__ = ["SourceFunction", "file_imports", "real_origin", "source_object"]
+__all__ = ["SourceFunction", "file_imports", "function_source", "real_origin", "source_object"]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -154,3 +156,24 @@ def real_origin(dotted: str, depth: int = 0) -> str:
         return dotted
     imported = file_imports(path).get(name)
     return real_origin(imported, depth + 1) if imported else dotted
+
+
+def function_source(fn: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, str, int] | None:
+    """A function's ``def`` (or lambda), its file, and the line offset of its source; None if unreadable."""
+    read = getattr(fn, "crashsafe_source", None)
+    if read is not None:  # a function of an unloaded module, read from its file (source_modules)
+        return read[0], read[1], 0
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        file = inspect.getsourcefile(fn) or "?"
+    except (OSError, TypeError):
+        return None
+    text = textwrap.dedent("".join(lines))
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return node, file, first - 1
+    return None
