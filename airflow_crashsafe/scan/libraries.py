@@ -53,6 +53,8 @@ FACTORIES = frozenset(
         "create_engine", "get_paginator", "get_waiter", "build", "get_queue_by_name",
         "get_table_client", "topic_path", "subscription_path", "Table", "document", "sql_engine",
         "get_uri", "connection", "raw_connection", "get_cursor", "get_conn_value", "engine",
+        "login", "logout", "quit", "cwd", "chdir", "ehlo", "starttls", "set_pasv",
+        "set_missing_host_key_policy", "load_system_host_keys",
     }
 )  # fmt: skip
 
@@ -140,6 +142,8 @@ _APPEND = {
 }  # fmt: skip
 #: Object stores and file servers: writes under a name (judged by whether the name is random).
 _OBJECT_VERBS = {
+    "storbinary",
+    "storlines",
     "upload",
     "store_file",
     "copy",

@@ -68,6 +68,10 @@ _SAFE = (
     "SmoothOperator",
 )
 _TABLE = "\x00table"
+#: Where SQL operators (and the Airflow 2 ones they replace) keep their connection id.
+_CONN_ARGS = ("conn_id", "postgres_conn_id", "mysql_conn_id", "snowflake_conn_id", "redshift_conn_id",
+              "mssql_conn_id", "oracle_conn_id", "trino_conn_id", "sqlite_conn_id", "databricks_conn_id",
+              "duckdb_conn_id", "gcp_conn_id")  # fmt: skip
 _NAME_DIALECT = (
     "postgres",
     "mysql",
@@ -385,7 +389,7 @@ def _sql(task: Any, dag: Any) -> Finding:
     if own is not None:
         return own
     renderer = Renderer(dag, task)
-    conn = _arg(task, "conn_id") or _arg(task, "postgres_conn_id") or _arg(task, "mysql_conn_id")
+    conn = next((c for c in (_arg(task, name) for name in _CONN_ARGS) if c), None)
     dialect = dialect_of(conn_type_of(conn))
     parameters = renderer.render(_arg(task, "parameters"))
     markers = _markers(parameters)
