@@ -20,6 +20,10 @@ __all__ = ["classify_bash"]
 _PURE = {
     "echo", "sleep", "date", "true", "false", "ls", "cat", "test", "[", "printf", "exit", "set", "export",
     "cd", "mkdir", "pwd", "env", "whoami", "hostname", "wc", "grep", "head", "tail", "du", "df", "find",
+    # files on the worker's own disk: scratch space a re-run rewrites, not the outside world
+    "rm", "rmdir", "cp", "mv", "touch", "unzip", "gunzip", "gzip", "zcat", "tar", "sed", "awk", "cut", "tr",
+    "sort", "uniq", "iconv", "jq", "chmod", "basename", "dirname", "md5sum", "sha256sum",
+    "ln", "stat", "diff", "paste", "split", "column", "seq",
 }  # fmt: skip
 _RANDOM = re.compile(r"\$RANDOM|uuidgen|\$\(date[^)]*%[sN]|\$\$|mktemp")
 _SQL_CLIENTS = {"psql": ("-c", "--command"), "mysql": ("-e", "--execute"), "snowsql": ("-q", "--query")}
@@ -63,9 +67,25 @@ def _curl(words: list[str], markers: Collection[str], text: str) -> Finding:
     )
 
 
+_APPEND_REDIRECT = re.compile(r"(?<![0-9&])>>\s*(?!/tmp/|/dev/|\$TMPDIR|\$\{TMPDIR)(\S+)")
+
+
 def classify_bash(command: str, *, markers: Collection[str], conn_hint: str = "...") -> list[Finding]:
     """One finding per command of a shell script (pure commands give none)."""
     findings: list[Finding] = []
+    for match in _APPEND_REDIRECT.finditer(command):
+        findings.append(
+            Finding(
+                "risky",
+                "append",
+                [
+                    Reason(
+                        f"output appended to {match.group(1)} (>>): a re-run appends it again", match.group(0)
+                    )
+                ],
+                "write to a file named from the run with > (a re-run replaces it)",
+            )
+        )
     for words in _segments(command):
         head = words[0].rsplit("/", 1)[-1]
         text = " ".join(words)[:160]

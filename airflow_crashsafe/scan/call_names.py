@@ -104,6 +104,10 @@ OBJECT_ATTRS = {
     "write_deltalake",
     "write_table",
     "put",
+    "copy_object",
+    "copy_blob",
+    "rewrite",
+    "compose",
 }
 JOB_ATTRS = {
     "submit_job",
@@ -162,8 +166,9 @@ FIX_EFFECT = (
     "(airflow_crashsafe.effects.effect), passing fx.key to the target if it takes one"
 )
 FIX_HTTP = (
-    'send it with IdempotentHttpOperator(http_conn_id=..., endpoint=..., method="POST", json=..., '
-    'target_honours_keys=True|False), or inside effect() with headers={"Idempotency-Key": fx.key}'
+    'wrap the call: with effect("{task}", payload=<the body>) as fx: if fx.pending: <the call, with '
+    'headers={{"Idempotency-Key": fx.key}}>; fx.done(<what it returned>) (airflow_crashsafe.effects.effect); '
+    "or send it with IdempotentHttpOperator(http_conn_id=..., endpoint=..., method=..., json=<the body>)"
 )
 FIX_SQL = (
     'run it inside fenced_transaction(conn_id, "<target table>") as tx '

@@ -62,16 +62,20 @@ def _macros() -> SimpleNamespace:
     return SimpleNamespace(**names, crashsafe=SimpleNamespace(idempotency_key=idempotency_key))
 
 
-def sample_context(dag: Any, task: Any) -> dict[str, Any]:
-    """The template context of one task in the sample run (no database, no connection)."""
+def sample_context(dag: Any, task: Any, attempt: int = 1) -> dict[str, Any]:
+    """The template context of one task in the sample run (no database, no connection).
+
+    ``attempt`` numbers the try: what differs between two attempts of the run (``try_number``,
+    the task instance's id) is what a per-attempt value is made of.
+    """
     dag_id, task_id = getattr(dag, "dag_id", "dag"), getattr(task, "task_id", "task")
     ti = SimpleNamespace(
         dag_id=dag_id,
         task_id=task_id,
         run_id=SAMPLE_RUN_ID,
-        try_number=1,
+        try_number=attempt,
         map_index=-1,
-        id="0197c0de-attempt-0001",
+        id=f"0197c0de-attempt-{attempt:04d}",
         hostname="worker-1",
         xcom_pull=lambda *a, **k: _Anything("xcom"),
     )
@@ -116,9 +120,9 @@ class Renderer:
     the operator's ``template_ext`` is loaded from the template search path, as Airflow does.
     """
 
-    def __init__(self, dag: Any, task: Any) -> None:
+    def __init__(self, dag: Any, task: Any, attempt: int = 1) -> None:
         self.env = _environment(dag)
-        self.context = sample_context(dag, task)
+        self.context = sample_context(dag, task, attempt)
         self.exts = tuple(getattr(task, "template_ext", ()) or ())
         self.search = [str(p) for p in [dag.folder, *_as_list(getattr(dag, "template_searchpath", None))]]
 

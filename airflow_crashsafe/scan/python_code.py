@@ -1,54 +1,42 @@
 """Classify a Python callable (``@task``, ``PythonOperator``, a custom ``execute``) from its source.
 
 The callable's source is read with :mod:`inspect` and walked with :mod:`ast`; nothing runs. Each
-call that reaches outside is a finding (:mod:`.calls` names them): mutating HTTP without a
-run-derived key, mail and chat, queue publishes, object writes under random names, job
-submissions without a client token, SQL through a cursor or hook (classified by :mod:`.sql`, all
-statements of the callable as one transaction). Calls into the user's own functions are followed
-a few levels deep; a callable whose source cannot be read is ``unknown``. Calls inside
-``with effect(...)`` or ``with fenced_transaction(...)`` are protected.
+call that reaches outside is a finding: the calls :mod:`.calls` names (mutating HTTP without a
+run-derived key, mail and chat, queue publishes, object writes, job submissions, SQL through a
+cursor or hook, classified by :mod:`.sql` with all statements of the callable as one
+transaction), then calls into a library judged by what the scan knows of it (:mod:`.libraries`:
+a library it cannot see into is ``unknown``, never pure). Calls into the user's own functions are
+followed a few levels deep, with the arguments they were given; a callable whose source cannot be
+read is ``unknown``. Calls inside ``with effect(...)`` or ``with fenced_transaction(...)`` are
+protected.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
-import sys
-import sysconfig
-import textwrap
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from airflow_crashsafe.scan import exprs
+from airflow_crashsafe.scan.binder import Binder
 from airflow_crashsafe.scan.call_names import RUN_SCOPED
 from airflow_crashsafe.scan.calls import classify_call
+from airflow_crashsafe.scan.fixes import effect_fix_for_callback
+from airflow_crashsafe.scan.libraries import family_of_module, judge_library_call
+from airflow_crashsafe.scan.missing import inserts_only_missing
 from airflow_crashsafe.scan.model import Finding, Reason
+from airflow_crashsafe.scan.scope import module_of, task_class
+from airflow_crashsafe.scan.source_modules import file_imports, function_source
 from airflow_crashsafe.scan.sql import SqlFacts
 
 __all__ = ["Scope", "analyze_callable"]
 
 _MAX_DEPTH = 3
-_LIBRARY_ROOTS = tuple(
-    str(Path(p).resolve())
-    for p in {
-        sysconfig.get_paths()["purelib"],
-        sysconfig.get_paths()["platlib"],
-        sysconfig.get_paths()["stdlib"],
-    }
-)
-
-
-def _is_library(fn: Any) -> bool:
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    path = getattr(module, "__file__", None)
-    if path is None:
-        return True  # builtins
-    resolved = str(Path(path).resolve())
-    return resolved.startswith(_LIBRARY_ROOTS) or (getattr(fn, "__module__", "") or "").startswith(
-        "airflow_crashsafe."
-    )
+#: What ``super().execute(context)`` does in a custom operator: the findings of its parent's rule.
+SuperRule = Callable[["Scope", ast.Call], list[Finding]]
 
 
 @dataclass
@@ -62,42 +50,76 @@ class _Walk:
     seen: set[int] = field(default_factory=set)
     #: The code switched its connection to autocommit: each statement commits alone.
     autocommit: bool = False
+    on_super: SuperRule | None = None
+    render: Callable[[Any], Any] | None = None
+    #: Functions that also run as DAG or task callbacks (no task context there), and the task's id.
+    callbacks: set[int] = field(default_factory=set)
+    task_id: str = "task"
 
 
 def analyze_callable(
-    fn: Callable[..., Any], *, markers: Collection[str], dialect_hint: str | None = None
+    fn: Callable[..., Any],
+    *,
+    markers: Collection[str],
+    dialect_hint: str | None = None,
+    values: dict[str, Any] | None = None,
+    bound: Any = None,
+    render: Callable[[Any], Any] | None = None,
+    on_super: SuperRule | None = None,
+    callbacks: set[int] | None = None,
+    task_id: str = "task",
 ) -> list[Finding]:
-    """The findings of ``fn``'s body and of the user functions it calls; unknown if unreadable."""
-    walk = _Walk(markers, dialect_hint)
-    _analyze(fn, walk, depth=0)
+    """The findings of ``fn``'s body and of the user functions it calls; unknown if unreadable.
+
+    ``values``: parameters known as Python values (``op_kwargs``, already rendered). ``bound``:
+    the task a custom operator's method runs on, whose attributes ``self.x`` are (``render``
+    renders its template fields). ``on_super``: what ``super().execute(...)`` does. ``callbacks``:
+    ids of functions that also serve as callbacks, whose fixes must not put ``effect()`` inside.
+    """
+    walk = _Walk(
+        markers,
+        dialect_hint,
+        on_super=on_super,
+        render=render,
+        callbacks=set(callbacks or ()),
+        task_id=task_id,
+    )
+    _analyze(fn, walk, 0, values=dict(values or {}), bound=bound)
     return walk.findings
 
 
-def _source(fn: Any) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, str, int] | None:
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        file = inspect.getsourcefile(fn) or "?"
-    except (OSError, TypeError):
-        return None
-    text = textwrap.dedent("".join(lines))
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            return node, file, first - 1
-        if isinstance(node, ast.Lambda):
-            return node, file, first - 1
-    return None
+def _unpartial(fn: Any, values: dict[str, Any]) -> Any:
+    """The function under ``functools.partial`` layers, its bound arguments added to ``values``."""
+    while isinstance(fn, functools.partial):
+        try:
+            names = list(inspect.signature(fn.func).parameters)
+        except (TypeError, ValueError):
+            names = []
+        for name, value in zip(names, fn.args, strict=False):
+            values.setdefault(name, value)
+        for name, value in fn.keywords.items():
+            values.setdefault(name, value)
+        fn = fn.func
+    return fn
 
 
-def _analyze(fn: Any, walk: _Walk, depth: int) -> None:
-    fn = inspect.unwrap(fn)
+def _analyze(
+    fn: Any,
+    walk: _Walk,
+    depth: int,
+    *,
+    args: dict[str, tuple[Scope, ast.expr]] | None = None,
+    values: dict[str, Any] | None = None,
+    bound: Any = None,
+    in_callback: bool = False,
+) -> None:
+    values = dict(values or {})
+    in_callback = in_callback or id(fn) in walk.callbacks
+    fn = inspect.unwrap(_unpartial(fn, values))
     if id(fn) in walk.seen:
         return
     walk.seen.add(id(fn))
-    found = _source(fn)
+    found = function_source(fn)
     if found is None:
         name = getattr(fn, "__qualname__", repr(fn))
         walk.findings.append(
@@ -111,14 +133,35 @@ def _analyze(fn: Any, walk: _Walk, depth: int) -> None:
         )
         return
     node, file, offset = found
-    scope = Scope(fn, node, file, offset, walk, depth)
+    scope = Scope(fn, node, file, offset, walk, depth, args=args, values=values, bound=bound)
+    scope.in_callback = in_callback or id(fn) in walk.callbacks
     scope.run()
 
 
-class Scope(ast.NodeVisitor):
-    """One function body: resolves names against its assignments and its module's globals."""
+_UNREAD_SUPER = Finding(
+    "unknown",
+    "unknown_operator",
+    [Reason("super().execute(): the parent operator's work is not read here")],
+    "replay_safe(task, reason=...) if it is harmless to repeat",
+)
 
-    def __init__(self, fn: Any, node: ast.AST, file: str, offset: int, walk: _Walk, depth: int) -> None:
+
+class Scope(Binder):
+    """One function body: resolves names against its bindings, its arguments and its module's globals."""
+
+    def __init__(
+        self,
+        fn: Any,
+        node: ast.AST,
+        file: str,
+        offset: int,
+        walk: _Walk,
+        depth: int,
+        *,
+        args: dict[str, tuple[Scope, ast.expr]] | None = None,
+        values: dict[str, Any] | None = None,
+        bound: Any = None,
+    ) -> None:
         self.fn = fn
         self.node = node
         self.file = file
@@ -126,46 +169,38 @@ class Scope(ast.NodeVisitor):
         self.walk = walk
         self.depth = depth
         self.globals: dict[str, Any] = getattr(fn, "__globals__", {}) or {}
-        self.assigned: dict[str, ast.expr] = {}
+        self.args = dict(args or {})
+        self.values = dict(values or {})
+        self.bound = bound
+        self.render = walk.render
+        self.in_callback = False
         self.protected = 0
-        args = getattr(node, "args", None)
-        self.run_scoped = (
-            {a.arg for a in (args.args + args.kwonlyargs) if a.arg in RUN_SCOPED} if args else set()
-        )
-
-    def run(self) -> None:
-        body = getattr(self.node, "body", [])
-        body = body if isinstance(body, list) else [body]  # a lambda's body is one expression
-        for stmt in body:
-            self.visit(stmt)
-
-    def line(self, node: ast.AST) -> int:
-        return int(getattr(node, "lineno", 1)) + self.offset
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                self.assigned[target.id] = node.value
-        self._note_autocommit(node)
-        self.generic_visit(node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.generic_visit(node)
-
-    def _note_autocommit(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target, ast.Attribute) and target.attr == "autocommit":
-                self.walk.autocommit = isinstance(node.value, ast.Constant) and node.value.value is True
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if isinstance(node.target, ast.Name) and node.value is not None:
-            self.assigned[node.target.id] = node.value
-        self.generic_visit(node)
+        #: Tests of the ``if`` statements around the statement being visited (``not t`` in an else).
+        self.guards: list[ast.expr] = []
+        self.init_names(node)
+        params = getattr(node, "args", None)
+        names = [a.arg for a in (params.posonlyargs + params.args + params.kwonlyargs)] if params else []
+        self.params = set(names)
+        self.run_scoped = {n for n in names if n in RUN_SCOPED} | {
+            n for n, v in self.values.items() if any(m in str(v) for m in walk.markers)
+        }
+        if params is not None:  # defaults are what a parameter holds when no caller gave it
+            positional = params.posonlyargs + params.args
+            for arg, default in zip(
+                positional[len(positional) - len(params.defaults) :], params.defaults, strict=True
+            ):
+                if arg.arg not in self.args and arg.arg not in self.values:
+                    self.args[arg.arg] = (self, default)
+            for arg, default in zip(params.kwonlyargs, params.kw_defaults, strict=True):
+                if default is not None and arg.arg not in self.args and arg.arg not in self.values:
+                    self.args[arg.arg] = (self, default)
 
     def visit_With(self, node: ast.With) -> None:
         guarded = any(exprs.is_protection(exprs.dotted(item.context_expr)) for item in node.items)
         for item in node.items:
             self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self._bind(item.optional_vars, item.context_expr)
         if guarded:
             self.protected += 1
             self.add(
@@ -181,8 +216,7 @@ class Scope(ast.NodeVisitor):
                 ),
                 node,
             )
-        for stmt in node.body:
-            self.visit(stmt)
+        self._block(node.body)
         if guarded:
             self.protected -= 1
 
@@ -191,62 +225,163 @@ class Scope(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self.generic_visit(node)  # a nested helper: its calls are this callable's calls
 
+    # -- calls -------------------------------------------------------------------------------
+
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
+        self._note_growth(node)
         name = exprs.dotted(node.func)
-        finding = classify_call(node, name, self)
-        if finding is not None:
-            if self.protected and finding.verdict in {"risky", "unknown"}:
-                finding = Finding("protected", "crashsafe_helper", finding.reasons)
-            self.add(finding, node)
+        if name == "super().execute":  # the parent operator's work, with what this method set
+            self._super_execute(node)
             return
-        self.follow(node, name)
+        finding = classify_call(node, name, self)
+        if finding is None and not self.follow(node, name):
+            finding = self._library_call(node, name)
+        if finding is not None:
+            self.add(self._guarded(finding), node)
+        self._follow_passed_functions(node)
+
+    def _super_execute(self, node: ast.Call) -> None:
+        """The parent's ``execute``: walked when it is the team's own, else judged by ``on_super``."""
+        parent = self._parent_execute()
+        if parent is not None and self.is_user_code(parent):
+            if self.depth < _MAX_DEPTH:
+                values = {f"self.{k}": v for k, v in self.self_fields().items()}
+                _analyze(
+                    parent,
+                    self.walk,
+                    self.depth + 1,
+                    values=values,
+                    bound=self.bound,
+                    in_callback=self.in_callback,
+                )
+            return
+        found = self.walk.on_super(self, node) if self.walk.on_super is not None else [_UNREAD_SUPER]
+        for finding in found:
+            copy = Finding(finding.verdict, finding.category, list(finding.reasons), finding.fix)
+            self.add(self._guarded(copy), node)
+
+    def _parent_execute(self) -> Any:
+        """The ``execute`` that ``super().execute`` reaches from this method, if the classes are known."""
+        owner_name = (getattr(self.fn, "__qualname__", "") or "").split(".")[0]
+        mro = task_class(self.bound).__mro__ if self.bound is not None else ()
+        if not mro:
+            owner = self.globals.get(owner_name)
+            mro = owner.__mro__ if isinstance(owner, type) else ()
+        past_owner = False
+        for klass in mro:
+            if past_owner and "execute" in vars(klass):
+                return vars(klass)["execute"]
+            if klass.__name__ == owner_name and "execute" in vars(klass):
+                past_owner = True
+        return None
+
+    def _guarded(self, finding: Finding) -> Finding:
+        if self.protected and finding.verdict in {"risky", "unknown"}:
+            return Finding("protected", "crashsafe_helper", finding.reasons)
+        return finding
+
+    def _library_call(self, node: ast.Call, name: str) -> Finding | None:
+        receiver = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+        if name.startswith("super()"):
+            return None
+        origin = self.origin(receiver)
+        if origin is None:
+            return None
+        root = name.split(".")[0]
+        imported = "()" not in name and (
+            root in self.imports or (self.globals.get(root) is None and root in file_imports(self.file))
+        )
+        if imported and family_of_module(origin) == "user" and self._root(root) is None:
+            return Finding(  # the team's own code, imported but not found where the scan runs
+                "unknown",
+                "unreadable_callable",
+                [Reason(f"{name}: the team's code in {origin} could not be read here", exprs.snippet(node))],
+                "make the module importable where the scan runs, or replay_safe(task, reason=...)",
+            )
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else name.rsplit(".", 1)[-1]
+        return judge_library_call(node, attr, origin, self)
 
     def add(self, finding: Finding, node: ast.AST) -> None:
+        if (
+            finding.category == "append"
+            and isinstance(node, ast.Call)
+            and inserts_only_missing(node, self, self.guards)
+        ):
+            why = "inserts only what the target does not hold yet (it reads the target first)"
+            finding = Finding("safe", "insert_missing", [Reason(why, exprs.snippet(node))])
         finding.reasons = [r.located(self.file, self.line(node)) for r in finding.reasons]
+        if self.in_callback and "effect(" in finding.fix:
+            name = getattr(self.fn, "__name__", "it")
+            finding.fix = effect_fix_for_callback(name, self.walk.task_id)
         self.walk.findings.append(finding)
 
-    def _root(self, root: str) -> Any:
-        """What the first name of a dotted call is: a global, ``self``'s class, a local instance's class."""
-        if root.endswith("()"):  # Exporter(...).ship(...): the class
-            return self.globals.get(root[:-2])
-        if root == "self":
-            owner = (getattr(self.fn, "__qualname__", "") or "").split(".")[0]
-            return self.globals.get(owner)
-        if root in self.assigned:
-            value = self.assigned[root]
-            if isinstance(value, ast.Call):  # client = PartnerClient(): the class's methods
-                cls = self.resolve(value.func)
-                return cls if inspect.isclass(cls) else None
-            return None
-        return self.globals.get(root)
+    def is_user_code(self, target: Any) -> bool:
+        module = module_of(target) or ""
+        return family_of_module(module) == "user" if module else False
 
-    def resolve(self, node: ast.expr) -> Any:
-        """The object a call's name refers to (a function, a method of a known class), else None."""
-        parts = exprs.dotted(node).split(".")
-        if not parts or not parts[0]:
-            return None
-        obj: Any = self._root(parts[0])
-        for part in parts[1:]:
-            obj = getattr(obj, part.removesuffix("()"), None)
-        return obj
+    def follow(self, node: ast.Call, name: str) -> bool:
+        """Walk into a user function called here, its parameters bound to this call's arguments.
 
-    def follow(self, node: ast.Call, name: str) -> None:
-        """Walk into a user function called here (not libraries: :mod:`.calls` knows those)."""
-        if self.depth >= _MAX_DEPTH or not name:
-            return
+        True when the call is the user's own code (walked, or too deep to walk); False for a
+        library (:mod:`.libraries` judges those) or a name that does not resolve.
+        """
+        if not name:
+            return False
         target = self.resolve(node.func)
-        if target is None or not callable(target) or inspect.isclass(target):
-            return
-        if _is_library(target):
-            return
+        if target is None or not callable(target) or inspect.isclass(target) or not self.is_user_code(target):
+            return False
+        if self.depth >= _MAX_DEPTH:
+            return True
         before = len(self.walk.findings)
-        _analyze(target, self.walk, self.depth + 1)
+        method = isinstance(node.func, ast.Attribute) and not inspect.ismodule(self.resolve(node.func.value))
+        _analyze(
+            target,
+            self.walk,
+            self.depth + 1,
+            args=self._call_args(target, node, method),
+            bound=self._bound_for(node),
+            in_callback=self.in_callback,
+        )
         if self.protected:
             for finding in self.walk.findings[before:]:
                 if finding.verdict in {"risky", "unknown"}:
-                    finding.verdict, finding.category = "protected", "crashsafe_helper"
+                    finding.verdict, finding.category, finding.fix = "protected", "crashsafe_helper", ""
+        return True
+
+    def _bound_for(self, node: ast.Call) -> Any:
+        """The task a method called on ``self`` runs on (a custom operator's own helpers)."""
+        root = exprs.dotted(node.func).split(".")[0]
+        return self.bound if root == "self" else None
+
+    def _call_args(self, target: Any, node: ast.Call, method: bool) -> dict[str, tuple[Scope, ast.expr]]:
+        try:
+            params = list(inspect.signature(target).parameters.values())
+        except (TypeError, ValueError):
+            return {}
+        if method and params and params[0].name in {"self", "cls"}:
+            params = params[1:]
+        out: dict[str, tuple[Scope, ast.expr]] = {}
+        for param, arg in zip(params, node.args, strict=False):
+            if isinstance(arg, ast.Starred) or param.kind in {param.VAR_POSITIONAL, param.VAR_KEYWORD}:
+                break
+            out[param.name] = (self, arg)
+        for keyword in node.keywords:
+            if keyword.arg:
+                out[keyword.arg] = (self, keyword.value)
+        return out
+
+    def _follow_passed_functions(self, node: ast.Call) -> None:
+        """A user function handed to another call (``executor.map(push, rows)``) runs too: walk it."""
+        if self.depth >= _MAX_DEPTH:
+            return
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if not isinstance(arg, ast.Name | ast.Attribute):
+                continue
+            target = self.resolve(arg)
+            if target is not None and inspect.isfunction(target) and self.is_user_code(target):
+                _analyze(target, self.walk, self.depth + 1, in_callback=self.in_callback)
 
     def string_of(self, node: ast.expr | None) -> str | None:
-        """The text of a string expression: literals, f-strings, names, ``+`` and ``.format``."""
+        """The text of a string expression: literals, f-strings, names, ``+``, ``.format``, ``.join``."""
         return exprs.string_value(node, self)

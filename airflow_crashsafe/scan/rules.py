@@ -9,8 +9,8 @@ the source of its ``execute``; an operator from a library no rule knows is unkno
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import inspect
 import json
 import os
 from typing import Any
@@ -18,6 +18,9 @@ from urllib.parse import urlparse
 
 from airflow_crashsafe.scan.bash import classify_bash
 from airflow_crashsafe.scan.context import MARKERS, Renderer
+from airflow_crashsafe.scan.custom_ops import judge_custom, judge_own_execute
+from airflow_crashsafe.scan.fixes import callback_functions, http_operator_fix, sql_fixes, trigger_fix
+from airflow_crashsafe.scan.http_reads import read_only_post
 from airflow_crashsafe.scan.model import Finding, Reason, combine
 from airflow_crashsafe.scan.python_code import analyze_callable
 from airflow_crashsafe.scan.sql import PARAM_MARK, classify_sql, dialect_of
@@ -66,6 +69,10 @@ _SAFE = (
     "SmoothOperator",
 )
 _TABLE = "\x00table"
+#: Where SQL operators (and the Airflow 2 ones they replace) keep their connection id.
+_CONN_ARGS = ("conn_id", "postgres_conn_id", "mysql_conn_id", "snowflake_conn_id", "redshift_conn_id",
+              "mssql_conn_id", "oracle_conn_id", "trino_conn_id", "sqlite_conn_id", "databricks_conn_id",
+              "duckdb_conn_id", "gcp_conn_id")  # fmt: skip
 _NAME_DIALECT = (
     "postgres",
     "mysql",
@@ -189,30 +196,12 @@ def _by_kind(task: Any, dag: Any, names: list[str]) -> Finding:
         )
     if any(n in {"BashOperator", "_BashDecoratedOperator"} for n in names):
         return _bash(task, dag, names)
-    if any(n.startswith(_NOTIFIERS) for n in names[:1]):
-        return Finding(
-            "risky",
-            "notification",
-            [Reason(f"{names[0]} sends again on a re-run")],
-            f'a @task sending it inside effect("{task.task_id}", payload=...) '
-            "(airflow_crashsafe.effects.effect)",
-        )
+    if any(n.startswith(_NOTIFIERS) for n in names):
+        return _notifier(task, dag, names)
     if any(n in {"HttpOperator", "SimpleHttpOperator"} for n in names):
         return _http(task, dag)
     if "TriggerDagRunOperator" in names:
-        run_id = Renderer(dag, task).render(_arg(task, "trigger_run_id"))
-        if run_id and any(m in str(run_id) for m in MARKERS):
-            return Finding(
-                "safe",
-                "run_keyed",
-                [Reason("the triggered run's id is derived from this run: a re-run finds it", str(run_id))],
-            )
-        return Finding(
-            "risky",
-            "trigger_dag",
-            [Reason("a re-run triggers another run of the DAG")],
-            'trigger_run_id="{{ run_id }}_<target>"',
-        )
+        return _trigger(task, dag)
     if "GenericTransfer" in names:
         return Finding(
             "risky",
@@ -235,28 +224,36 @@ def _by_kind(task: Any, dag: Any, names: list[str]) -> Finding:
 
 
 def _python(task: Any, dag: Any) -> Finding:
+    own = judge_own_execute(task, dag, None)
+    if own is not None:
+        return own
     fn = _arg(task, "python_callable")
     if fn is None:
         return Finding("unknown", "unreadable_callable", [Reason("no python_callable found")])
     conn = _arg(task, "conn_id")
+    renderer = Renderer(dag, task)
+    values: dict[str, Any] = {}
+    with contextlib.suppress(
+        Exception
+    ):  # not rendered, or not known (a stand-in task): the names stay unknown
+        op_kwargs = _arg(task, "op_kwargs")
+        if isinstance(op_kwargs, dict):
+            values.update(renderer.render(op_kwargs))
     findings = analyze_callable(
-        fn, markers=MARKERS, dialect_hint=dialect_of(conn_type_of(conn)) if conn else None
+        fn,
+        markers=MARKERS,
+        dialect_hint=dialect_of(conn_type_of(conn)) if conn else None,
+        values=values,
+        render=renderer.render,
+        callbacks=callback_functions(dag),
+        task_id=str(getattr(task, "task_id", "task")),
     )
     return combine(findings)
 
 
 def _custom(task: Any) -> Finding:
-    cls: Any = _operator_class(task)
-    module = inspect.getmodule(cls)
-    path = getattr(module, "__file__", "") or ""
-    if "site-packages" in path or cls.__module__.startswith("airflow."):
-        return Finding(
-            "unknown",
-            "unknown_operator",
-            [Reason(f"no rule knows {cls.__name__} ({cls.__module__})")],
-            "replay_safe(task, reason=...) if it is harmless to repeat",
-        )
-    return combine(analyze_callable(cls.execute, markers=MARKERS))
+    """An operator no kind-rule took: a provider operator by its arguments, the team's own by its source."""
+    return judge_custom(task, getattr(task, "dag", None), _arg, _mro_names(task))
 
 
 def _bash(task: Any, dag: Any, names: list[str]) -> Finding:
@@ -272,15 +269,25 @@ def _bash(task: Any, dag: Any, names: list[str]) -> Finding:
 
 
 def _http(task: Any, dag: Any) -> Finding:
+    own = judge_own_execute(task, dag, lambda t: _http(t, dag))
+    if own is not None:
+        return own
     renderer = Renderer(dag, task)
     method = str(_arg(task, "method", "POST") or "POST").upper()
     endpoint = renderer.render(_arg(task, "endpoint", "")) or ""
     conn = _arg(task, "http_conn_id", "http_default")
     if method in {"GET", "HEAD", "OPTIONS"}:
         return Finding("safe", "http_get", [Reason(f"HTTP {method} {endpoint} reads")])
-    headers = renderer.render(_arg(task, "headers", None) or {}) or {}
+    data = renderer.render(_arg(task, "data", None))
+    read = read_only_post(str(endpoint), str(data or "")) if method == "POST" else None
+    if read is not None:
+        return Finding("safe", "http_read", [Reason(f"HTTP POST {endpoint}: {read}")])
+    raw_headers = _arg(task, "headers", None) or {}
+    headers = renderer.render(raw_headers) or {}
+    retried = Renderer(dag, task, attempt=2).render(raw_headers) or {}
     keys = {k: str(v) for k, v in dict(headers).items() if "idempotency" in str(k).lower()}
-    if keys and all(any(m in v for m in MARKERS) for v in keys.values()):
+    per_run = all(any(m in v for m in MARKERS) and str(dict(retried).get(k)) == v for k, v in keys.items())
+    if keys and per_run:
         return Finding(
             "safe",
             "http_keyed",
@@ -296,9 +303,85 @@ def _http(task: Any, dag: Any) -> Finding:
                 f"{method} {endpoint} {keys or ''}".strip(),
             )
         ],
-        f"IdempotentHttpOperator(http_conn_id={conn!r}, endpoint={endpoint!r}, method={method!r}, "
-        "json=<the body>, target_honours_keys=<True if the vendor honours Idempotency-Key>) "
-        "— or [crashsafe] policy_mode = protect",
+        http_operator_fix(
+            task, method, _arg(task, "endpoint", "") or "", conn, _arg(task, "data", None), raw_headers
+        ),
+    )
+
+
+def _notifier(task: Any, dag: Any, names: list[str]) -> Finding:
+    """A mail/chat/SMS operator (a team's subclass too): it sends again on a re-run."""
+    sender = next(n for n in names if n.startswith(_NOTIFIERS))
+
+    def sends(t: Any) -> Finding:
+        return Finding(
+            "risky",
+            "notification",
+            [
+                Reason(
+                    f"{names[0]} ({sender}) sends again on a re-run"
+                    if names[0] != sender
+                    else f"{sender} sends again on a re-run"
+                )
+            ],
+            f'a @task sending it inside effect("{task.task_id}", payload=...) '
+            "(airflow_crashsafe.effects.effect)",
+        )
+
+    own = judge_own_execute(task, dag, sends)
+    return own if own is not None else sends(task)
+
+
+def _trigger(task: Any, dag: Any) -> Finding:
+    """A run-derived ``trigger_run_id`` finds the run; only ``skip_when_already_exists`` makes that a skip."""
+    own = judge_own_execute(task, dag, lambda t: _trigger(t, dag))
+    if own is not None:
+        return own
+    raw = _arg(task, "trigger_run_id")
+    run_id = Renderer(dag, task).render(raw)
+    again = Renderer(dag, task, attempt=2).render(raw)
+    keyed = bool(run_id) and any(m in str(run_id) for m in MARKERS) and again == run_id
+    if keyed and _arg(task, "reset_dag_run", False):
+        return Finding(
+            "risky",
+            "trigger_dag",
+            [
+                Reason(
+                    "reset_dag_run=True: a re-run clears the triggered run, so the DAG runs again",
+                    str(run_id),
+                )
+            ],
+            trigger_fix(task) + " and without reset_dag_run",
+        )
+    if keyed and _arg(task, "skip_when_already_exists", False):
+        return Finding(
+            "safe",
+            "run_keyed",
+            [
+                Reason(
+                    "the triggered run's id is derived from this run: a re-run finds it and skips",
+                    str(run_id),
+                )
+            ],
+        )
+    if keyed:
+        return Finding(
+            "unknown",
+            "trigger_rerun_fails",
+            [
+                Reason(
+                    "the triggered run's id is derived from this run, so a re-run triggers nothing more, "
+                    "but it fails with DagRunAlreadyExists and stops the DAG run there",
+                    str(run_id),
+                )
+            ],
+            trigger_fix(task),
+        )
+    return Finding(
+        "risky",
+        "trigger_dag",
+        [Reason("a re-run triggers another run of the DAG")],
+        trigger_fix(task),
     )
 
 
@@ -311,23 +394,12 @@ def _markers(parameters: Any) -> list[str]:
     return out
 
 
-def _sql_fixes(conn: Any, table: str) -> dict[str, str]:
-    where = f"conn_id={conn!r}, target_table={table!r}"
-    overwrite = f"PartitionOverwriteOperator({where}, partition={{'day': '{{{{ ds }}}}'}}, sql=<its SELECT>)"
-    return {
-        "append": f"NaturalKeyMergeOperator({where}, sql=<its SELECT>, natural_key=[<the business key>]) "
-        f"or {overwrite}",
-        "merge": f"NaturalKeyMergeOperator({where}, sql=<the source>, natural_key=[<the business key>]) "
-        "(it refuses generated keys)",
-        "increment": f"FencedSQLOperator(conn_id={conn!r}, target={table!r}, sql=<the statements>) "
-        "(a committed slot is not run again)",
-        "overwrite": overwrite,
-    }
-
-
 def _sql(task: Any, dag: Any) -> Finding:
+    own = judge_own_execute(task, dag, lambda t: _sql(t, dag))
+    if own is not None:
+        return own
     renderer = Renderer(dag, task)
-    conn = _arg(task, "conn_id") or _arg(task, "postgres_conn_id") or _arg(task, "mysql_conn_id")
+    conn = next((c for c in (_arg(task, name) for name in _CONN_ARGS) if c), None)
     dialect = dialect_of(conn_type_of(conn))
     parameters = renderer.render(_arg(task, "parameters"))
     markers = _markers(parameters)
@@ -343,11 +415,11 @@ def _sql(task: Any, dag: Any) -> Finding:
             dialect=dialect,
             transactional=transactional,
             markers=markers,
-            fix_for=_sql_fixes(conn, _TABLE),
+            fix_for=sql_fixes(conn, _TABLE, dialect),
         )
         table = facts.written[0] if facts.written else "<target table>"
         for f in facts.findings:
-            f.fix = f.fix.replace(repr(_TABLE), repr(table))
+            f.fix = f.fix.replace(repr(_TABLE), repr(table)).replace(_TABLE, table)
         findings += facts.findings
     return combine(findings, pure_category="read_only")
 

@@ -7,7 +7,9 @@ is scoped to the run. What decides:
 - reads, ``CREATE ... IF NOT EXISTS`` / ``OR REPLACE``, DDL that fails when repeated, a plain
   ``DELETE``, an assignment ``UPDATE``: safe;
 - ``INSERT`` with ``ON CONFLICT`` / ``ON DUPLICATE KEY`` / ``IGNORE`` / ``OVERWRITE`` and a
-  ``MERGE``, on a natural key: safe; inserting a generated key or adding to a column: risky;
+  ``MERGE``, on a natural key: safe; a generated key or adding to a column: risky (:mod:`.sql_keys`);
+- renames and swaps that move the live table away before bringing another in: risky
+  (:mod:`.sql_swaps`);
 - ``DELETE`` (or ``TRUNCATE``) then ``INSERT`` into the same table: safe in one transaction and
   scoped to the run (or a whole-table truncate), risky otherwise;
 - any other ``INSERT``, ``COPY ... FROM`` a file: risky (an append);
@@ -26,6 +28,14 @@ import sqlglot
 from sqlglot import exp
 
 from airflow_crashsafe.scan.model import Finding, Reason
+from airflow_crashsafe.scan.sql_keys import (
+    increments,
+    insert_finding,
+    inserts_missing_only,
+    merge_finding,
+    target_names,
+)
+from airflow_crashsafe.scan.sql_swaps import TRANSACTIONAL_DDL, Moves, alter_finding, command_moves
 
 __all__ = ["PARAM_MARK", "SqlFacts", "classify_sql", "dialect_of", "mark_placeholders"]
 
@@ -53,10 +63,6 @@ _DIALECTS = {
     "duckdb": "duckdb",
     "teradata": "teradata",
 }
-_GENERATORS = re.compile(
-    r"\b(nextval|gen_random_uuid|uuid_generate_v\d\w*|uuid_string|uuid|newid|random|rand|sys_guid)\s*\(",
-    re.IGNORECASE,
-)
 _NAMED = re.compile(r"%\((\w+)\)s")
 _SAFE_COMMANDS = {
     "SET",
@@ -95,6 +101,12 @@ class SqlFacts:
     #: Temporary tables created so far, and tables cleared (table -> scoped to the run, or whole).
     temp: set[str] = field(default_factory=set)
     cleared: dict[str, bool] = field(default_factory=dict)
+    #: Tables this task builds, drops and renames (:mod:`.sql_swaps`).
+    moves: Moves = field(default_factory=Moves)
+    dialect: str | None = None
+    prepared: set[str] = field(default_factory=set)
+    #: Tables read so far (a Python insert guarded by a read of its own target inserts only what is missing).
+    read: list[str] = field(default_factory=list)
 
 
 def _brief(stmt: exp.Expression) -> str:
@@ -128,88 +140,11 @@ def _is_scoped(where: exp.Expression | None, markers: Collection[str]) -> bool:
     return any(lit.is_string and any(m in lit.this for m in markers) for lit in where.find_all(exp.Literal))
 
 
-def _increments(assignments: list[exp.Expression]) -> str | None:
-    """The first ``col = <expr using col>`` assignment (``x = x + n``), as SQL text."""
-    for eq in assignments:
-        if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
-            continue
-        name = eq.this.name.lower()
-        value = eq.expression
-        if isinstance(value, exp.Column):
-            continue
-        if any(
-            c.name.lower() == name and c.table.lower() not in {"excluded", "s", "src", "source"}
-            for c in value.find_all(exp.Column)
-        ):
-            return eq.sql()
-    return None
-
-
-def _merge_finding(stmt: exp.Merge, fix: str) -> Finding:
-    for when in stmt.find_all(exp.When):
-        then = when.args.get("then")
-        if isinstance(then, exp.Update):
-            inc = _increments(list(then.expressions))
-            if inc:
-                return Finding(
-                    "risky", "increment", [Reason("a MERGE that adds to a column counts twice", inc)], fix
-                )
-        if isinstance(then, exp.Insert) and _GENERATORS.search(then.sql()):
-            return Finding(
-                "risky",
-                "generated_key_merge",
-                [Reason("a MERGE inserting a generated key inserts twice", _short(then))],
-                fix,
-            )
-    return Finding(
-        "safe", "natural_key_merge", [Reason("MERGE on a key: a re-run finds its rows", _brief(stmt))]
-    )
-
-
-def _insert_finding(stmt: exp.Insert, fix: str) -> Finding | None:
-    """The verdict of an INSERT that handles conflicts itself; None for a plain append."""
-    conflict = stmt.args.get("conflict")
-    if stmt.args.get("overwrite"):
-        return Finding(
-            "safe", "overwrite", [Reason("INSERT OVERWRITE replaces what was there", _brief(stmt))]
-        )
-    if conflict is None and not stmt.args.get("ignore"):
-        return None
-    values = stmt.expression.sql() if stmt.expression is not None else ""
-    if _GENERATORS.search(values):
-        return Finding(
-            "risky",
-            "generated_key_merge",
-            [Reason("an upsert inserting a generated key inserts twice", _short(stmt))],
-            fix,
-        )
-    if conflict is not None:
-        inc = _increments(list(conflict.args.get("expressions") or []))
-        if inc:
-            return Finding(
-                "risky", "increment", [Reason("an upsert that adds to a column counts twice", inc)], fix
-            )
-    return Finding(
-        "safe", "natural_key_merge", [Reason("an upsert on a key: a re-run finds its rows", _brief(stmt))]
-    )
-
-
-def _inserts_missing_only(stmt: exp.Insert, table: str) -> bool:
-    """``INSERT ... SELECT ... WHERE NOT EXISTS (SELECT ... FROM <the target>)`` (or ``NOT IN``)."""
-    source = stmt.expression
-    if source is None:
-        return False
-    for neg in source.find_all(exp.Not):
-        inner = neg.this
-        if isinstance(inner, exp.Exists | exp.In) and any(
-            _name(t) == table for t in inner.find_all(exp.Table)
-        ):
-            return True
-    return False
-
-
-def _command_finding(stmt: exp.Command, text: str) -> Finding:
+def _command_finding(stmt: exp.Command, text: str, facts: SqlFacts) -> Finding:
     word = str(stmt.this).upper()
+    moved = command_moves(text, facts.moves, atomic=False)
+    if moved is not None:
+        return moved
     if word == "REPLACE":
         return Finding(
             "safe", "natural_key_merge", [Reason("REPLACE INTO replaces rows by key", _short(text))]
@@ -231,6 +166,20 @@ def _command_finding(stmt: exp.Command, text: str) -> Finding:
 _IDEMPOTENT_DDL = re.compile(
     r"^\s*CREATE\s+(OR\s+REPLACE\b|(\w+\s+)*?\w+\s+IF\s+NOT\s+EXISTS\b)", re.IGNORECASE
 )
+
+
+_COMPOUND_SET = re.compile(r"\bSET\b.*?\b\w+\s*[-+*/|]=", re.IGNORECASE | re.DOTALL)
+_PREPARE = re.compile(r"\bPREPARE\s+(\w+)\s*(\([^)]*\))?\s+AS\s+", re.IGNORECASE)
+
+
+def _unprepare(text: str, facts: SqlFacts) -> str:
+    """``PREPARE p AS <stmt>`` becomes ``<stmt>``; ``EXECUTE p(...)`` of a prepared one runs it: dropped."""
+    for match in _PREPARE.finditer(text):
+        facts.prepared.add(match.group(1).lower())
+    text = _PREPARE.sub("", text)
+    for name in facts.prepared:
+        text = re.sub(rf"\bEXECUTE\s+{re.escape(name)}\b[^;]*;?", "", text, flags=re.IGNORECASE)
+    return text
 
 
 def _parse(text: str, dialect: str | None, facts: SqlFacts) -> list[Any]:
@@ -255,6 +204,10 @@ def _parse(text: str, dialect: str | None, facts: SqlFacts) -> list[Any]:
                 facts.findings.append(
                     Finding("safe", "idempotent_ddl", [Reason("idempotent DDL", _short(part))])
                 )
+                continue
+            if _COMPOUND_SET.search(part):  # T-SQL's SET n += 1, which sqlglot does not read
+                why = "an UPDATE adding to a column adds again on a re-run"
+                facts.findings.append(Finding("risky", "increment", [Reason(why, _short(part))]))
                 continue
             why = f"the SQL does not parse: {str(exc).splitlines()[0][:120]}"
             facts.findings.append(Finding("unknown", "unparsed_sql", [Reason(why, _short(part))]))
@@ -281,14 +234,20 @@ def classify_sql(
     """
     fixes = fix_for or {}
     facts = facts if facts is not None else SqlFacts()
-    text = mark_placeholders(sql)
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # a fallback to Command is our "unknown"
+    facts.dialect = dialect
+    text = _unprepare(mark_placeholders(sql), facts)
+    sqlglot_log = logging.getLogger("sqlglot")
+    if (
+        sqlglot_log.level != logging.ERROR
+    ):  # a fallback to Command is our "unknown"; set once (it clears caches)
+        sqlglot_log.setLevel(logging.ERROR)
     statements = _parse(text, dialect, facts)
     in_txn = transactional or any(isinstance(s, exp.Transaction) for s in statements)
     for stmt in statements:
         finding = _statement(stmt, fixes, markers, facts.temp, facts.cleared, in_txn, facts)
         if finding is not None:
             facts.findings.append(finding)
+    facts.findings += facts.moves.settle()
     return facts
 
 
@@ -310,14 +269,24 @@ def _statement(
                 "ddl",
                 [Reason("SELECT INTO creates a table: a re-run fails, it adds nothing", _brief(stmt))],
             )
+        facts.read += [_name(t) for t in stmt.find_all(exp.Table)]
         return Finding("safe", "read_only", [Reason("a read", _brief(stmt))])
     if isinstance(stmt, exp.Create):
         name = _table(stmt.this)
         if stmt.find(exp.TemporaryProperty) is not None:
             temp.add(name)
+        facts.moves.create(name)
         if stmt.args.get("exists") or stmt.args.get("replace"):
             return Finding("safe", "idempotent_ddl", [Reason("idempotent DDL", _brief(stmt))])
         return Finding("safe", "ddl", [Reason("DDL a re-run fails on instead of repeating", _brief(stmt))])
+    if isinstance(stmt, exp.Drop) and str(stmt.args.get("kind") or "").upper() in {"TABLE", "VIEW"}:
+        for dropped in stmt.find_all(exp.Table):
+            facts.moves.drop(_name(dropped))
+    if isinstance(stmt, exp.Alter):
+        atomic = in_txn and facts.dialect in TRANSACTIONAL_DDL
+        moved = alter_finding(stmt, facts.moves, atomic=atomic)
+        if moved is not None:
+            return moved
     if isinstance(stmt, exp.Drop | exp.Alter | exp.Grant):
         return Finding("safe", "ddl", [Reason("DDL: repeating it adds nothing", _brief(stmt))])
     if isinstance(stmt, exp.TruncateTable):
@@ -333,7 +302,7 @@ def _statement(
     if isinstance(stmt, exp.Update):
         table = _table(stmt.this)
         facts.written.append(table)
-        inc = _increments(list(stmt.expressions))
+        inc = increments(list(stmt.expressions), target_names(stmt.this))
         if inc:
             return Finding(
                 "risky",
@@ -348,13 +317,13 @@ def _statement(
         )
     if isinstance(stmt, exp.Merge):
         facts.written.append(_table(stmt.this))
-        return _merge_finding(stmt, fixes.get("merge", ""))
+        return merge_finding(stmt, fixes.get("merge", ""), _brief(stmt))
     if isinstance(stmt, exp.Insert):
         table = _table(stmt.this)
         facts.written.append(table)
         if table in temp:
             return Finding("safe", "temporary", [Reason("writes a temporary table", _brief(stmt))])
-        handled = _insert_finding(stmt, fixes.get("merge", ""))
+        handled = insert_finding(stmt, fixes.get("merge", ""), _brief(stmt))
         if handled is not None:
             return handled
         if table in cleared:
@@ -371,7 +340,7 @@ def _statement(
                 [Reason(f"DELETE then INSERT {why}: two attempts can both insert", _short(stmt))],
                 fixes.get("overwrite", ""),
             )
-        if _inserts_missing_only(stmt, table):
+        if inserts_missing_only(stmt, table):
             why = "inserts only the rows the table does not hold yet (NOT EXISTS / NOT IN)"
             return Finding("safe", "insert_missing", [Reason(why, _brief(stmt))])
         return Finding(
@@ -404,6 +373,12 @@ def _statement(
                 [Reason("COPY INTO from a stage skips files it already loaded", _brief(stmt))],
             )
         facts.written.append(target)
+        if (in_txn and cleared.get(target)) or (in_txn and cleared.get(_table(stmt.this))):
+            return Finding(
+                "safe",
+                "partition_overwrite",
+                [Reason("the table is cleared then loaded in one transaction", _brief(stmt))],
+            )
         return Finding(
             "risky",
             "append",
@@ -411,7 +386,7 @@ def _statement(
             fixes.get("append", ""),
         )
     if isinstance(stmt, exp.Command):
-        return _command_finding(stmt, stmt.sql())
+        return _command_finding(stmt, stmt.sql(), facts)
     if isinstance(stmt, exp.Set | exp.Use | exp.Pragma):
         return None
     return Finding(
